@@ -1,0 +1,38 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper for them.
+VENV   := .venv
+BIN    := $(VENV)/bin
+PYTHON := $(BIN)/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test check lint bench browsers clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@scripts/find-python >/dev/null
+	$$(scripts/find-python) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PYTHON) manage.py migrate --noinput -v 0
+	$(PYTHON) manage.py demo_user
+	$(BIN)/honcho -f Procfile.dev start
+
+test: $(STAMP) browsers
+	$(PYTHON) -m pytest -q
+
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	$(PYTHON) manage.py check --fail-level WARNING
+	$(PYTHON) manage.py makemigrations --check --dry-run
+
+bench: $(STAMP)
+	$(PYTHON) -m bench
+
+browsers:
+	@scripts/ensure-chromium
+
+clean:
+	rm -rf $(VENV) var

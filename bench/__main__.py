@@ -1,0 +1,57 @@
+"""Runs every benchmark on a fresh database and writes docs/benchmarks.md.
+
+The database is a throwaway SQLite file under var/bench/ unless DATABASE_URL is set (then the
+benchmarks run on that database, which they flush between runs: never point it at production).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = ["simcluster_list", "sync_cycle", "pages"]
+
+
+def main(names: list[str]) -> None:
+    bench_dir = ROOT / "var" / "bench"
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    database = bench_dir / "bench.sqlite3"
+    database.unlink(missing_ok=True)
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{database}")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    sections = []
+    for name in names or MODULES:
+        call_command("flush", interactive=False, verbosity=0)
+        print(f"bench: {name} ...", flush=True)
+        started = time.perf_counter()
+        sections.append(importlib.import_module(f"bench.{name}").run())
+        print(f"bench: {name} done in {time.perf_counter() - started:.1f} s", flush=True)
+    write_report(sections, os.environ["DATABASE_URL"].split(":", 1)[0])
+
+
+def write_report(sections: list[str], database: str) -> None:
+    header = (
+        "# Benchmarks\n\n"
+        "Written by `make bench` (`python -m bench`). Every target is a ratio against a floor "
+        "measured in the same run, or a count, so the figures hold on any machine; absolute "
+        "times are from the machine named below.\n\n"
+        f"- Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, database: {database}\n"
+        f"- Run at: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
+    )
+    (ROOT / "docs" / "benchmarks.md").write_text(header + "\n" + "\n\n".join(sections) + "\n")
+    print("bench: wrote docs/benchmarks.md")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

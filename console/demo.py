@@ -1,0 +1,95 @@
+"""The demo that `make run` shows: a few Jobs and a Workflow, one per situation the spec warns
+about, written as ordinary job specs whose commands drive simcluster's simulated containers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+
+from console.models import Project
+from jobs.operations import create_job, create_workflow
+from jobs.spec import parse_job_spec, parse_workflow_spec
+
+
+def task(role: str, command: list[str], **fields: Any) -> dict[str, Any]:
+    resources = {"cpu": "2", "memory": "8Gi", "gpu": fields.pop("gpu", 1)}
+    image = fields.pop("image", "rlinf/rlinf:0.2-torch2.6")
+    return {"role": role, "image": image, "command": command, "resources": resources} | fields
+
+
+HEAD = "ppo-math-7b-head-0.ppo-math-7b-head"  # the head pod's stable DNS name (headless Service)
+BAD_IMAGE = "registry.example/nonexistent:1"
+
+DEMO_JOBS: list[dict[str, Any]] = [
+    {  # Ray head + workers that keep running: Running means ready, not progress.
+        "name": "ppo-math-7b",
+        "tasks": [
+            task("head", ["sim", "ray-head"]),
+            task(
+                "worker", ["sim", "ray-worker", "ppo-math-7b-head-0.ppo-math-7b-head"], replicas=2
+            ),
+        ],
+    },
+    {  # The business process dies and restarts: the StatefulSet Job still shows Running.
+        "name": "grpo-crashloop",
+        "tasks": [task("actor", ["sim", "crash", "40", "1"], replicas=2)],
+    },
+    {  # A batch Job (the Task API) reports its own success.
+        "name": "eval-gsm8k",
+        "tasks": [task("eval", ["sim", "run", "60"], kind="Job", gpu=0)],
+    },
+    {  # ... and its failure: OOMKilled with no retries left.
+        "name": "sft-oom",
+        "tasks": [task("trainer", ["sim", "oom", "30"], kind="Job")],
+    },
+    {  # No node has 16 GPUs: Pending, and the troubleshooting panel says why.
+        "name": "dpo-70b-unplaceable",
+        "tasks": [task("trainer", ["python", "-m", "rlinf.train"], gpu=16)],
+    },
+    {  # The image cannot be pulled.
+        "name": "rollout-bad-image",
+        "tasks": [
+            task(
+                "rollout", ["python", "-m", "rlinf.rollout"], image="registry.example/nonexistent:1"
+            )
+        ],
+    },
+]
+
+DEMO_WORKFLOW: dict[str, Any] = {
+    "name": "rlhf-pipeline",
+    "jobs": [
+        {
+            "name": "wf-prepare-data",
+            "tasks": [task("prep", ["sim", "run", "30"], kind="Job", gpu=0)],
+        },
+        {
+            "name": "wf-train-reward",
+            "depends_on": ["wf-prepare-data"],
+            "tasks": [task("train", ["sim", "run", "60"], kind="Job")],
+        },
+        {
+            "name": "wf-evaluate",
+            "depends_on": ["wf-train-reward"],
+            "tasks": [task("eval", ["sim", "run", "30"], kind="Job", gpu=0)],
+        },
+    ],
+}
+
+
+def seed(user: User, project: Project, cluster: str) -> int:
+    """Creates the demo Jobs and Workflow that do not exist yet; returns how many were created."""
+    existing = set(project.jobs.values_list("name", flat=True))
+    created = 0
+    for job in DEMO_JOBS:
+        if job["name"] not in existing:
+            data = job | {"cluster": cluster, "project": project.name}
+            create_job(user, parse_job_spec(data, user))
+            created += 1
+    if not project.workflows.filter(name=DEMO_WORKFLOW["name"]).exists():
+        jobs = [job | {"cluster": cluster} for job in DEMO_WORKFLOW["jobs"]]
+        data = DEMO_WORKFLOW | {"project": project.name, "jobs": jobs}
+        create_workflow(user, parse_workflow_spec(data, user))
+        created += 1
+    return created

@@ -1,0 +1,304 @@
+"""Requests to one cluster as raw JSON, through the kubernetes client's transport.
+
+LISTs are read with `orjson` straight from the response bytes (the typed models are ~15x slower,
+STACK.md), paginated with `limit`/`continue`, and restarted from scratch on 410 Gone (the
+continue token expired). Every failure becomes a `ClusterUnreachable` (reads) or an `ApplyError`
+(writes) whose message is safe to store and show: status, reason and the API's Status message,
+never a header, a URL with credentials or the kubeconfig.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from console.kube import ADDON_LABEL, MANAGED_SELECTOR
+from console.kube.observations import (
+    AddonObs,
+    BatchJobObs,
+    NodeObs,
+    PodObs,
+    ServiceObs,
+    StatefulSetObs,
+    parse_addon,
+    parse_batch_job,
+    parse_node,
+    parse_pod,
+    parse_service,
+    parse_statefulset,
+)
+
+PAGE_SIZE = 500
+LIST_ATTEMPTS = 3
+_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
+
+
+class ClusterUnreachable(Exception):
+    """The cluster could not be read: refused, timed out, answered an error or garbage."""
+
+
+class ApplyError(Exception):
+    """A write the API server refused. 422 (Invalid) is permanent: retrying cannot help."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    @property
+    def permanent(self) -> bool:
+        return self.status == 422
+
+
+class _Expired(Exception):
+    """410 Gone on a continue token."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    api_version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        return f"{base}/{quote(name, safe='')}" if name else base
+
+
+STATEFULSETS = Resource("StatefulSet", "apps/v1", "statefulsets")
+BATCH_JOBS = Resource("Job", "batch/v1", "jobs")
+SERVICES = Resource("Service", "v1", "services")
+PODS = Resource("Pod", "v1", "pods")
+NODES = Resource("Node", "v1", "nodes", namespaced=False)
+DAEMONSETS = Resource("DaemonSet", "apps/v1", "daemonsets")
+DEPLOYMENTS = Resource("Deployment", "apps/v1", "deployments")
+
+
+def safe_text(text: str, limit: int = 300) -> str:
+    """Drops user-info from URLs and bounds the length of a message that will be stored."""
+    text = _USERINFO.sub(r"\1", " ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _status_message(status: int, reason: str, body: bytes) -> str:
+    """`HTTP 422 Unprocessable Entity: <the API's Status message>`."""
+    detail = ""
+    try:
+        document = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("message"), str):
+        detail = f": {document['message']}"
+    return safe_text(f"HTTP {status} {reason}{detail}")
+
+
+def _transport_message(error: Exception) -> str:
+    """Connection-level failures named by type and cause, never with the request's headers."""
+    cause = getattr(error, "reason", None) or error
+    if isinstance(error, urllib3.exceptions.ProtocolError):
+        return "the API server closed the connection mid-response (truncated answer)"
+    if isinstance(cause, urllib3.exceptions.NewConnectionError | ConnectionError):
+        return "cannot connect to the API server (connection refused or unreachable)"
+    if isinstance(cause, urllib3.exceptions.TimeoutError | TimeoutError):
+        return "the API server did not answer in time (timeout)"
+    return safe_text(f"cannot talk to the API server ({type(cause).__name__})")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one sync cycle reads from a cluster, parsed."""
+
+    statefulsets: list[StatefulSetObs]
+    batch_jobs: list[BatchJobObs]
+    services: list[ServiceObs]
+    pods: list[PodObs]
+    nodes: list[NodeObs]
+    addons: list[AddonObs]
+    addon_pods: list[PodObs]
+
+
+class Gateway:
+    """Talks to one cluster. Counts its requests and writes (tests and the bench read them)."""
+
+    def __init__(
+        self, client: ApiClient, timeouts: tuple[int, int], pod_cache: PodCache | None = None
+    ) -> None:
+        self.client = client
+        self.timeouts = timeouts
+        self.pod_cache = pod_cache if pod_cache is not None else PodCache()
+        self.requests = 0
+        self.writes = 0
+
+    def _send(
+        self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str
+    ) -> tuple[int, str, bytes]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self.client.param_serialize(
+            method, path, query_params=query, header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )  # fmt: skip
+        self.requests += 1
+        if method != "GET":
+            self.writes += 1
+        try:
+            response = self.client.call_api(*request, _request_timeout=self.timeouts)
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ClusterUnreachable(_transport_message(error)) from None
+        except ApiException as error:  # the client's wrapping of TLS failures
+            raise ClusterUnreachable(safe_text(f"TLS error ({error.status})")) from None
+        return response.status, str(response.reason or ""), data or b""
+
+    def _json(self, status: int, data: bytes) -> dict[str, Any]:
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ClusterUnreachable(
+                f"the API server answered HTTP {status} with malformed or truncated JSON"
+            ) from None
+        if not isinstance(document, dict):
+            raise ClusterUnreachable("the API server answered JSON that is not an object")
+        return document
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def _page(self, path: str, query: list[tuple[str, str]]) -> dict[str, Any]:
+        status, reason, data = self._send("GET", path, query, None, "")
+        if status == 410 and any(key == "continue" for key, _ in query):
+            raise _Expired
+        if not 200 <= status < 300:
+            raise ClusterUnreachable(_status_message(status, reason, data))
+        page = self._json(status, data)
+        if not isinstance(page.get("items"), list):
+            raise ClusterUnreachable("the API server answered a list without items")
+        return page
+
+    def list(self, resource: Resource, selector: str = "", namespace: str = "") -> list[Any]:
+        """Every item of a LIST, all pages; a full relist when a continue token expired."""
+        path = resource.path(namespace or None)
+        for _attempt in range(LIST_ATTEMPTS):
+            items: list[Any] = []
+            token = ""
+            try:
+                while True:
+                    query = [("limit", str(PAGE_SIZE))]
+                    query += [("labelSelector", selector)] if selector else []
+                    query += [("continue", token)] if token else []
+                    page = self._page(path, query)
+                    items.extend(page["items"])
+                    token = (page.get("metadata") or {}).get("continue") or ""
+                    if not token:
+                        return items
+            except _Expired:
+                continue
+        raise ClusterUnreachable(f"listing {resource.plural} kept expiring (410 Gone)")
+
+    def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        status, reason, data = self._send("GET", resource.path(namespace, name), [], None, "")
+        if status == 404:
+            return None
+        if not 200 <= status < 300:
+            raise ApplyError(status, _status_message(status, reason, data))
+        return self._json(status, data)
+
+    def snapshot(self) -> Snapshot:
+        """The LISTs of one sync cycle: the console's objects, every node and the add-ons."""
+        addon_selector = ADDON_LABEL
+        return Snapshot(
+            statefulsets=parsed(self.list(STATEFULSETS, MANAGED_SELECTOR), parse_statefulset),
+            batch_jobs=parsed(self.list(BATCH_JOBS, MANAGED_SELECTOR), parse_batch_job),
+            services=parsed(self.list(SERVICES, MANAGED_SELECTOR), parse_service),
+            pods=self.pod_cache.parse(self.list(PODS, MANAGED_SELECTOR)),
+            nodes=parsed(self.list(NODES), parse_node),
+            addons=[
+                *parsed(self.list(DAEMONSETS, addon_selector), _addon_parser("DaemonSet")),
+                *parsed(self.list(DEPLOYMENTS, addon_selector), _addon_parser("Deployment")),
+            ],
+            addon_pods=parsed(self.list(PODS, addon_selector), parse_pod),
+        )
+
+    # --- writes ----------------------------------------------------------------------------
+
+    def _write(
+        self, method: str, path: str, body: Any, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, Any]]:
+        status, reason, data = self._send(method, path, [], body, content_type)
+        if not 200 <= status < 300:
+            raise ApplyError(status, _status_message(status, reason, data))
+        return status, self._json(status, data) if data else {}
+
+    def create(self, resource: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._write("POST", resource.path(namespace), body)[1]
+
+    def patch(
+        self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386): only the fields named change."""
+        path = resource.path(namespace, name)
+        return self._write("PATCH", path, patch, "application/merge-patch+json")[1]
+
+    def delete(self, resource: Resource, namespace: str, name: str, uid: str = "") -> None:
+        """Background propagation: the object goes now, its pods are collected after. With `uid`
+        the API deletes only that very object, so a stale observation never deletes a newer
+        object of the same name."""
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+        }
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        self._write("DELETE", resource.path(namespace, name), options)
+
+
+class PodCache:
+    """Parsed pods by (UID, resourceVersion) from the previous LIST of the same cluster.
+
+    An object with the same resourceVersion is the same object (the API server bumps it on every
+    change), so its observation is reused instead of parsed again: a quiet sync then parses only
+    what changed. The cache holds exactly the pods of the last LIST.
+    """
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], PodObs] = {}
+
+    def parse(self, items: Iterable[Any]) -> list[PodObs]:
+        previous, current = self._pods, {}
+        try:
+            for item in items:
+                meta = item["metadata"]
+                key = (meta.get("uid", ""), meta.get("resourceVersion", ""))
+                pod = previous.get(key) if key[1] else None
+                current[key] = pod if pod is not None else parse_pod(item)
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+            raise ClusterUnreachable(
+                "the API server answered pods of an unexpected shape"
+            ) from None
+        self._pods = current
+        return list(current.values())
+
+
+def _addon_parser(kind: str) -> Callable[[Any], AddonObs]:
+    return lambda item: parse_addon(item, kind)
+
+
+def parsed[T](items: Iterable[Any], parser: Callable[[Any], T]) -> list[T]:
+    """Parses every item; an item of the wrong shape makes the whole answer unusable."""
+    try:
+        return [parser(item) for item in items]
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        raise ClusterUnreachable("the API server answered objects of an unexpected shape") from None

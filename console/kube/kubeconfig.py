@@ -1,0 +1,154 @@
+"""Registered kubeconfigs: what is refused, and an API client per Cluster.
+
+A kubeconfig can run code (`exec`, `auth-provider`) or make the console read files on its own
+host (`tokenFile`, `certificate-authority`, `client-certificate`, `client-key`, any `*-file`).
+Those are refused at registration and again before every use (the stored text may have been
+edited since). Inline `*-data` fields and `token` are fine. No message here ever quotes the
+kubeconfig: a YAML error names only the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+from django.conf import settings
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config import new_client_from_config_dict
+from urllib3.util.retry import Retry
+
+MAX_BYTES = 256 * 1024
+FORBIDDEN_KEYS = frozenset(
+    {
+        "exec",
+        "auth-provider",
+        "tokenFile",
+        "token-file",
+        "certificate-authority",
+        "client-certificate",
+        "client-key",
+    }
+)
+
+
+class KubeconfigRejected(ValueError):
+    """The kubeconfig cannot be used; the message is safe to show (it quotes no credential)."""
+
+
+def _forbidden(key: object) -> bool:
+    text = str(key)
+    return text in FORBIDDEN_KEYS or text.endswith(("-file", "File"))
+
+
+def _named(config: dict[str, Any], section: str, name: object) -> dict[str, Any]:
+    for entry in config.get(section) or ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            body = entry.get(section[:-1])
+            if isinstance(body, dict):
+                return body
+    raise KubeconfigRejected(f"The kubeconfig has no {section[:-1]} named {name!r}.")
+
+
+def _check_keys(section: str, body: dict[str, Any]) -> None:
+    bad = sorted(str(key) for key in body if _forbidden(key))
+    if bad:
+        raise KubeconfigRejected(
+            f"The kubeconfig's {section} uses {', '.join(bad)}: it could run code or read files "
+            "on the console's host. Use a token or inline *-data fields instead."
+        )
+
+
+def _load(text: str) -> dict[str, Any]:
+    if len(text.encode()) > MAX_BYTES:
+        raise KubeconfigRejected("The kubeconfig is larger than 256 KiB.")
+    try:
+        config = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        line = error.problem_mark.line + 1 if error.problem_mark else "?"
+        raise KubeconfigRejected(f"The kubeconfig is not valid YAML (line {line}).") from None
+    except yaml.YAMLError:
+        raise KubeconfigRejected("The kubeconfig is not valid YAML.") from None
+    if not isinstance(config, dict):
+        raise KubeconfigRejected("The kubeconfig is not a YAML mapping.")
+    return config
+
+
+def validate_kubeconfig(text: str, context: str = "") -> dict[str, Any]:
+    """The parsed kubeconfig, or KubeconfigRejected. Every cluster and user entry is checked,
+    not only the ones of the chosen context: the stored text must be safe as a whole."""
+    config = _load(text)
+    for section in ("clusters", "users"):
+        for entry in config.get(section) or ():
+            body = entry.get(section[:-1]) if isinstance(entry, dict) else None
+            if isinstance(body, dict):
+                _check_keys(section[:-1], body)
+    chosen = context or config.get("current-context") or ""
+    if not chosen:
+        raise KubeconfigRejected("The kubeconfig has no current-context; name one with --context.")
+    ctx = _named(config, "contexts", chosen)
+    cluster = _named(config, "clusters", ctx.get("cluster"))
+    _named(config, "users", ctx.get("user"))
+    server = urlparse(str(cluster.get("server", "")))
+    if server.scheme not in ("http", "https") or not server.hostname:
+        raise KubeconfigRejected(f"The cluster of context {chosen!r} has no http(s) server URL.")
+    return config
+
+
+def server_of(text: str, context: str = "") -> str:
+    """`scheme://host:port` of the context's API server, without any user-info: safe to show."""
+    config = validate_kubeconfig(text, context)
+    ctx = _named(config, "contexts", context or config.get("current-context"))
+    server = urlparse(str(_named(config, "clusters", ctx.get("cluster")).get("server")))
+    port = f":{server.port}" if server.port else ""
+    return f"{server.scheme}://{server.hostname}{port}"
+
+
+# One client per (cluster, kubeconfig, context): its connection pool is reused between syncs.
+_clients: dict[tuple[int, str], ApiClient] = {}
+_clients_lock = threading.Lock()
+
+
+def _fingerprint(text: str, context: str) -> str:
+    return hashlib.sha256(f"{context}\0{text}".encode()).hexdigest()
+
+
+def _new_client(text: str, context: str) -> ApiClient:
+    config = validate_kubeconfig(text, context)
+    configuration = Configuration()
+    # One quick retry of a refused connection; never re-send a read that timed out (a sync
+    # must fail within its timeouts) and never retry on a status (the sync decides).
+    configuration.retries = Retry(
+        total=1, connect=1, read=0, status=0, redirect=0, other=0,
+        respect_retry_after_header=False,
+    )  # fmt: skip
+    try:
+        return new_client_from_config_dict(
+            config_dict=config,
+            context=context or None,
+            persist_config=False,
+            client_configuration=configuration,
+        )
+    except Exception as error:  # the loader's messages may quote the file: name the type only
+        raise KubeconfigRejected(
+            f"The kubeconfig cannot be loaded ({type(error).__name__})."
+        ) from None
+
+
+def api_client(cluster_id: int, text: str, context: str) -> ApiClient:
+    """The API client of a Cluster (cached while its kubeconfig and context are unchanged)."""
+    key = (cluster_id, _fingerprint(text, context))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            for stale in [k for k in _clients if k[0] == cluster_id]:
+                _clients.pop(stale).close()
+            client = _clients[key] = _new_client(text, context)
+        return client
+
+
+def timeouts() -> tuple[int, int]:
+    """(connect, read) seconds for every call to a cluster."""
+    return settings.TRAINYARD_KUBE_CONNECT_TIMEOUT, settings.TRAINYARD_KUBE_READ_TIMEOUT

@@ -1,0 +1,147 @@
+"""The objects the console creates for a Task: pure functions of plain values.
+
+A StatefulSet Task gets a StatefulSet and a headless Service of the same name (`serviceName`);
+an API Task of kind Job gets a batch/v1 Job. Every object and every pod template carries the
+console's labels (managed-by, job, task, role, run); selectors include the run, so pods of an
+earlier run are never adopted by the workload that replaced them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.kube import JOB_LABEL, MANAGED_BY, MANAGER, ROLE_LABEL, RUN_LABEL, TASK_LABEL
+from jobs.choices import TaskKind
+
+CONTAINER = "main"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One Task of one run of a Job, as reconcile wants it in the cluster."""
+
+    job_id: int
+    job_name: str
+    namespace: str
+    run: int
+    task_id: int
+    role: str
+    kind: TaskKind
+    replicas: int
+    template: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.job_name}-{self.role}"
+
+
+def labels(target: Target) -> dict[str, str]:
+    return {
+        MANAGED_BY: MANAGER,
+        JOB_LABEL: str(target.job_id),
+        TASK_LABEL: str(target.task_id),
+        ROLE_LABEL: target.role,
+        RUN_LABEL: str(target.run),
+    }
+
+
+def selector(target: Target) -> dict[str, str]:
+    return {
+        JOB_LABEL: str(target.job_id),
+        TASK_LABEL: str(target.task_id),
+        RUN_LABEL: str(target.run),
+    }
+
+
+def pod_env(target: Target) -> list[dict[str, str]]:
+    """The console's variables first; a template variable of the same name cannot shadow them."""
+    ours = {
+        "TRAINYARD_JOB_ID": str(target.job_id),
+        "TRAINYARD_TASK_ID": str(target.task_id),
+        "TRAINYARD_ROLE": target.role,
+        "TRAINYARD_RUN": str(target.run),
+    }
+    theirs = {k: v for k, v in sorted((target.template.get("env") or {}).items()) if k not in ours}
+    return [{"name": k, "value": v} for k, v in {**ours, **theirs}.items()]
+
+
+def resources(template: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Requests equal limits (Guaranteed QoS); GPUs only when asked for."""
+    wanted = template.get("resources") or {}
+    amounts = {key: str(wanted[key]) for key in ("cpu", "memory") if wanted.get(key)}
+    if int(wanted.get("gpu") or 0) > 0:
+        amounts[GPU_RESOURCE] = str(int(wanted["gpu"]))
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def pod_template(target: Target, restart_policy: str) -> dict[str, Any]:
+    template = target.template
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": template["image"],
+        "env": pod_env(target),
+    }
+    if template.get("command"):
+        container["command"] = list(template["command"])
+    if template.get("args"):
+        container["args"] = list(template["args"])
+    if limits := resources(template):
+        container["resources"] = limits
+    spec: dict[str, Any] = {"restartPolicy": restart_policy, "containers": [container]}
+    if template.get("node_selector"):
+        spec["nodeSelector"] = dict(template["node_selector"])
+    return {"metadata": {"labels": labels(target)}, "spec": spec}
+
+
+def _metadata(target: Target) -> dict[str, Any]:
+    return {"name": target.name, "namespace": target.namespace, "labels": labels(target)}
+
+
+def statefulset(target: Target) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _metadata(target),
+        "spec": {
+            "replicas": target.replicas,
+            "serviceName": target.name,
+            "podManagementPolicy": target.template.get("pod_management_policy", "OrderedReady"),
+            "selector": {"matchLabels": selector(target)},
+            "template": pod_template(target, "Always"),
+        },
+    }
+
+
+def headless_service(target: Target) -> dict[str, Any]:
+    """Stable DNS for the pods of a StatefulSet (Ray needs the head before it is ready)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(target),
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector(target),
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def batch_job(target: Target) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(target),
+        "spec": {
+            "parallelism": target.replicas,
+            "completions": target.replicas,
+            "backoffLimit": int(target.template.get("backoff_limit", 0)),
+            "template": pod_template(target, "Never"),
+        },
+    }
+
+
+def workload(target: Target) -> dict[str, Any]:
+    return statefulset(target) if target.kind == TaskKind.STATEFULSET else batch_job(target)

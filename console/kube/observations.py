@@ -1,0 +1,400 @@
+"""What a cluster reported, as frozen dataclasses parsed from raw LIST items.
+
+Parsers read fields only, never a message's wording (KUBERNETES-FACTS: wording changes across
+versions). Absent optional fields take Kubernetes' defaults (`readyReplicas` omitted when 0,
+`spec.replicas` defaulting to 1, ...). A value outside an enum is accepted, never fatal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from console.kube import ADDON_LABEL, JOB_LABEL, RUN_LABEL, TASK_LABEL
+from jobs.choices import PodPhase, TaskKind
+
+Item = Mapping[str, Any]
+_EMPTY: Mapping[str, Any] = {}
+_POD_PHASES = {phase.value: phase for phase in PodPhase}
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The console's labels on an object: which Job, Task and run it belongs to."""
+
+    job_id: int | None
+    task_id: int | None
+    run: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StatefulSetObs:
+    namespace: str
+    name: str
+    uid: str
+    owner: Owner
+    replicas: int
+    ready_replicas: int
+    available_replicas: int
+    updated_replicas: int
+
+    kind = TaskKind.STATEFULSET
+
+
+@dataclass(frozen=True, slots=True)
+class BatchJobObs:
+    namespace: str
+    name: str
+    uid: str
+    owner: Owner
+    parallelism: int
+    completions: int | None
+    active: int
+    ready: int
+    succeeded: int
+    failed: int
+    complete: bool
+    failed_condition: bool
+    condition_reason: str
+
+    kind = TaskKind.JOB
+
+
+WorkloadObs = StatefulSetObs | BatchJobObs
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceObs:
+    namespace: str
+    name: str
+    uid: str
+    owner: Owner
+
+
+@dataclass(frozen=True, slots=True)
+class PodObs:
+    """One pod. `phase` is None when the API said `Unknown` (or anything outside the enum):
+    the sync then keeps the pod's last known phase (docs/decisions.md)."""
+
+    namespace: str
+    name: str
+    uid: str
+    owner: Owner
+    addon: str
+    node_name: str
+    pod_ip: str
+    phase: PodPhase | None
+    ready: bool
+    waiting_reason: str
+    waiting_message: str
+    restart_count: int
+    exit_code: int | None
+    termination_reason: str
+    terminated_now: bool
+    created_at: datetime | None
+    deleted_at: datetime | None
+    unschedulable: bool
+    scheduling_message: str
+    status_reason: str
+    status_message: str
+    gpus: int
+    image: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObs:
+    """Ready True is Online; anything else, Unknown included, is Offline (spec §Node status)."""
+
+    name: str
+    online: bool
+    unschedulable: bool
+    cpu: str
+    memory: str
+    gpus: int
+    heartbeat_at: datetime | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddonObs:
+    """A workload labelled `trainyard.io/addon`: its rollout counters and template image."""
+
+    addon: str
+    kind: str
+    namespace: str
+    workload_name: str
+    image: str
+    desired: int
+    updated: int
+    ready: int
+    available: int
+    generation: int
+    observed_generation: int
+    progress_deadline_exceeded: bool
+    message: str
+
+    @property
+    def image_tag(self) -> str:
+        return image_tag(self.image)
+
+
+# --- small readers -------------------------------------------------------------------------
+
+
+def parse_time(value: object) -> datetime | None:
+    """RFC 3339 as the API writes it (`2024-05-01T10:00:00Z`); None when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _int(value: object, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _label_int(labels: Item, key: str) -> int | None:
+    value = labels.get(key)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def owner_of(labels: Item) -> Owner:
+    return Owner(
+        _label_int(labels, JOB_LABEL), _label_int(labels, TASK_LABEL), _label_int(labels, RUN_LABEL)
+    )
+
+
+def _meta(item: Item) -> tuple[str, str, str, Item]:
+    meta = item.get("metadata") or _EMPTY
+    return (
+        meta.get("namespace", ""),
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        meta.get("labels") or _EMPTY,
+    )
+
+
+def _condition(conditions: object, kind: str) -> Item | None:
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def _is_true(conditions: object, kind: str) -> bool:
+    condition = _condition(conditions, kind)
+    return condition is not None and condition.get("status") == "True"
+
+
+def image_tag(image: str) -> str:
+    """`repo/name:v1.2@sha256:..` -> `v1.2`; no tag -> `latest`; digest only -> the digest."""
+    name, _, digest = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        return last.rsplit(":", 1)[1]
+    return digest or "latest"
+
+
+# --- workloads -----------------------------------------------------------------------------
+
+
+def parse_statefulset(item: Item) -> StatefulSetObs:
+    namespace, name, uid, labels = _meta(item)
+    spec = item.get("spec") or _EMPTY
+    status = item.get("status") or _EMPTY
+    return StatefulSetObs(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        owner=owner_of(labels),
+        replicas=_int(spec.get("replicas"), 1),
+        ready_replicas=_int(status.get("readyReplicas")),
+        available_replicas=_int(status.get("availableReplicas")),
+        updated_replicas=_int(status.get("updatedReplicas")),
+    )
+
+
+def parse_batch_job(item: Item) -> BatchJobObs:
+    """Complete / Failed come from the conditions of those types (batch/v1 1.31+ also adds
+    SuccessCriteriaMet / FailureTarget first: the final ones decide)."""
+    namespace, name, uid, labels = _meta(item)
+    spec = item.get("spec") or _EMPTY
+    status = item.get("status") or _EMPTY
+    conditions = status.get("conditions")
+    complete, failed = _is_true(conditions, "Complete"), _is_true(conditions, "Failed")
+    final = (
+        _condition(conditions, "Failed" if failed else "Complete") if complete or failed else None
+    )
+    completions = spec.get("completions")
+    return BatchJobObs(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        owner=owner_of(labels),
+        parallelism=_int(spec.get("parallelism"), 1),
+        completions=completions if isinstance(completions, int) else None,
+        active=_int(status.get("active")),
+        ready=_int(status.get("ready")),
+        succeeded=_int(status.get("succeeded")),
+        failed=_int(status.get("failed")),
+        complete=complete,
+        failed_condition=failed,
+        condition_reason=str(final.get("reason", "")) if final else "",
+    )
+
+
+def parse_service(item: Item) -> ServiceObs:
+    namespace, name, uid, labels = _meta(item)
+    return ServiceObs(namespace=namespace, name=name, uid=uid, owner=owner_of(labels))
+
+
+# --- pods ----------------------------------------------------------------------------------
+
+
+def _main_status(spec: Item, status: Item) -> Item:
+    """The status of the pod's first container (the console names it `main`)."""
+    statuses = status.get("containerStatuses") or ()
+    containers = spec.get("containers") or ()
+    first = containers[0].get("name") if containers else None
+    for container in statuses:
+        if container.get("name") == first:
+            return container
+    return statuses[0] if statuses else _EMPTY
+
+
+def _gpus(spec: Item) -> int:
+    """GPUs requested (an extended resource's request defaults to its limit)."""
+    total = 0
+    for container in spec.get("containers") or ():
+        resources = container.get("resources") or _EMPTY
+        amount = (resources.get("requests") or _EMPTY).get("nvidia.com/gpu")
+        if amount is None:
+            amount = (resources.get("limits") or _EMPTY).get("nvidia.com/gpu")
+        text = str(amount)
+        total += int(text) if text.isdigit() else 0
+    return total
+
+
+def parse_pod(item: Item) -> PodObs:
+    namespace, name, uid, labels = _meta(item)
+    meta = item.get("metadata") or _EMPTY
+    spec = item.get("spec") or _EMPTY
+    status = item.get("status") or _EMPTY
+    main = _main_status(spec, status)
+    state = main.get("state") or _EMPTY
+    waiting = state.get("waiting") or _EMPTY
+    terminated = state.get("terminated") or (main.get("lastState") or _EMPTY).get("terminated")
+    terminated = terminated or _EMPTY
+    conditions = status.get("conditions")
+    scheduled = _condition(conditions, "PodScheduled")
+    unschedulable = scheduled is not None and scheduled.get("status") == "False"
+    containers = spec.get("containers") or ()
+    exit_code = terminated.get("exitCode")
+    return PodObs(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        owner=owner_of(labels),
+        addon=str(labels.get(ADDON_LABEL, "")),
+        node_name=spec.get("nodeName") or "",
+        pod_ip=status.get("podIP") or "",
+        phase=_POD_PHASES.get(status.get("phase", "")),
+        ready=_is_true(conditions, "Ready"),
+        waiting_reason=waiting.get("reason", ""),
+        waiting_message=waiting.get("message", ""),
+        restart_count=_int(main.get("restartCount")),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        termination_reason=terminated.get("reason", ""),
+        terminated_now="terminated" in state,
+        created_at=parse_time(meta.get("creationTimestamp")),
+        deleted_at=parse_time(meta.get("deletionTimestamp")),
+        unschedulable=unschedulable,
+        scheduling_message=scheduled.get("message", "") if unschedulable and scheduled else "",
+        status_reason=status.get("reason", ""),
+        status_message=status.get("message", ""),
+        gpus=_gpus(spec),
+        image=containers[0].get("image", "") if containers else "",
+    )
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+
+def parse_node(item: Item) -> NodeObs:
+    _, name, _, _ = _meta(item)
+    spec = item.get("spec") or _EMPTY
+    status = item.get("status") or _EMPTY
+    capacity = status.get("capacity") or _EMPTY
+    ready = _condition(status.get("conditions"), "Ready")
+    online = ready is not None and ready.get("status") == "True"
+    if ready is None:
+        message = "The node reports no Ready condition."
+    elif online:
+        message = ""
+    else:
+        message = f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
+    gpus = str(capacity.get("nvidia.com/gpu", "0"))
+    return NodeObs(
+        name=name,
+        online=online,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        cpu=str(capacity.get("cpu", "")),
+        memory=str(capacity.get("memory", "")),
+        gpus=int(gpus) if gpus.isdigit() else 0,
+        heartbeat_at=parse_time(ready.get("lastHeartbeatTime")) if ready else None,
+        message=message,
+    )
+
+
+# --- add-ons -------------------------------------------------------------------------------
+
+
+def _rollout(kind: str, spec: Item, status: Item) -> tuple[int, int, int, int]:
+    """(desired, updated, ready, available) in the words of each workload kind."""
+    if kind == "DaemonSet":
+        return (
+            _int(status.get("desiredNumberScheduled")),
+            _int(status.get("updatedNumberScheduled")),
+            _int(status.get("numberReady")),
+            _int(status.get("numberAvailable")),
+        )
+    return (
+        _int(spec.get("replicas"), 1),
+        _int(status.get("updatedReplicas")),
+        _int(status.get("readyReplicas")),
+        _int(status.get("availableReplicas")),
+    )
+
+
+def parse_addon(item: Item, kind: str) -> AddonObs:
+    """`kind` is the workload kind of the LIST (items of a list carry no kind of their own)."""
+    namespace, name, _, labels = _meta(item)
+    meta = item.get("metadata") or _EMPTY
+    spec = item.get("spec") or _EMPTY
+    status = item.get("status") or _EMPTY
+    pod_spec = ((spec.get("template") or _EMPTY).get("spec")) or _EMPTY
+    containers = pod_spec.get("containers") or ()
+    progressing = _condition(status.get("conditions"), "Progressing")
+    stuck = progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded"
+    desired, updated, ready, available = _rollout(kind, spec, status)
+    return AddonObs(
+        addon=str(labels.get(ADDON_LABEL, name)) or name,
+        kind=kind,
+        namespace=namespace,
+        workload_name=name,
+        image=containers[0].get("image", "") if containers else "",
+        desired=desired,
+        updated=updated,
+        ready=ready,
+        available=available,
+        generation=_int(meta.get("generation")),
+        observed_generation=_int(status.get("observedGeneration")),
+        progress_deadline_exceeded=stuck,
+        message=str(progressing.get("message", "")) if stuck and progressing else "",
+    )

@@ -1,0 +1,70 @@
+"""`manage.py add_cluster NAME --kubeconfig FILE [--context CTX] [--namespace NS]`.
+
+Registers a cluster, or updates the one of that name. The kubeconfig is validated first (nothing
+that runs code or reads files on this host, at most 256 KiB) and never printed back.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import validate_slug
+
+from console.kube.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
+from console.models import Cluster
+
+
+class Command(BaseCommand):
+    help = "Register a data-plane cluster from a kubeconfig (or update the one of that name)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("name", help="the cluster's name in the console (a slug)")
+        parser.add_argument("--kubeconfig", required=True, type=Path, help="the kubeconfig file")
+        parser.add_argument("--context", default="", help="the context (default: current-context)")
+        parser.add_argument("--namespace", default="", help="default namespace for new jobs")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name: str = options["name"]
+        try:
+            validate_slug(name)
+        except ValidationError:
+            raise CommandError(
+                f"{name!r} is not a valid cluster name (letters, digits, - and _)."
+            ) from None
+        text = _read(Path(options["kubeconfig"]))
+        try:
+            config = validate_kubeconfig(text, options["context"])
+            server = server_of(text, options["context"])
+        except KubeconfigRejected as error:
+            raise CommandError(str(error)) from None
+        context = options["context"] or config["current-context"]
+        namespace = options["namespace"] or _context_namespace(config, context) or "default"
+        cluster, created = Cluster.objects.update_or_create(
+            name=name,
+            defaults={"kubeconfig": text, "context": context, "namespace": namespace},
+        )
+        verb = "Registered" if created else "Updated"
+        self.stdout.write(
+            f"{verb} cluster {cluster.name}: server {server}, context {context}, "
+            f"default namespace {namespace}."
+        )
+
+
+def _read(path: Path) -> str:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise CommandError("The kubeconfig is larger than 256 KiB.")
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommandError(f"Cannot read {path}: {type(error).__name__}.") from None
+
+
+def _context_namespace(config: dict[str, Any], context: str) -> str:
+    for entry in config.get("contexts") or ():
+        if isinstance(entry, dict) and entry.get("name") == context:
+            return str((entry.get("context") or {}).get("namespace") or "")
+    return ""

@@ -1,0 +1,189 @@
+"""Trainyard settings: one file, read from the environment, with embedded defaults.
+
+Project variables are named TRAINYARD_* (or DATABASE_URL / REDIS_URL): the Celery CLI would read
+any CELERY_* variable as one of its own options.
+"""
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(Exception):
+    """A bad environment value: raised at start-up with the variable's name."""
+
+
+def env(name: str, default: str = "") -> str:
+    """The value of NAME, or of the file named by NAME_FILE (for secrets), or the default."""
+    if f"{name}_FILE" in os.environ:
+        return Path(os.environ[f"{name}_FILE"]).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env(name, "true" if default else "false").lower()
+    if value not in ("true", "false", "1", "0"):
+        raise ConfigError(f"{name} must be true, false, 1 or 0, not {value!r}")
+    return value in ("true", "1")
+
+
+def env_int(name: str, default: int, minimum: int = 0) -> int:
+    value = env(name, str(default))
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {number}")
+    return number
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    """DATABASE_URL as postgres://user:pass@host:port/name or sqlite:///path."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        # sqlite:///relative.db and sqlite:////absolute/path.db, as dj-database-url reads them.
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parsed.path[1:] or ":memory:"}
+    if parsed.scheme not in ("postgres", "postgresql"):
+        raise ConfigError(f"DATABASE_URL must start with postgres:// or sqlite://, not {url!r}")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": parsed.path.lstrip("/"),
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": parsed.hostname or "",
+        "PORT": str(parsed.port or ""),
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+VAR_DIR = Path(env("TRAINYARD_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("TRAINYARD_DEBUG", True)
+SECRET_KEY = env("TRAINYARD_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ConfigError("TRAINYARD_SECRET_KEY is required when TRAINYARD_DEBUG is false")
+    SECRET_KEY = "dev-only-" + "insecure-" * 4
+ALLOWED_HOSTS = [
+    h for h in env("TRAINYARD_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
+]
+CSRF_TRUSTED_ORIGINS = [o for o in env("TRAINYARD_CSRF_TRUSTED_ORIGINS").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "console",
+    "jobs",
+    "workers",
+    "simcluster",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "console.middleware.timezone_middleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.template.context_processors.tz",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url(env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'trainyard.sqlite3'}"))
+}
+if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
+    # Several processes (web, worker, beat) share the file: wait for locks instead of failing.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # A file, not memory, so that the tests' Celery worker process can open the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+# Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/.
+REDIS_URL = env("REDIS_URL")
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+else:
+    _queue = VAR_DIR / "queue"
+    for _folder in ("messages", "processed", "control"):
+        (_queue / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://localhost/"  # the host is unused; it silences a warning
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue / "messages"),
+        "data_folder_out": str(_queue / "messages"),
+        "processed_folder": str(_queue / "processed"),
+        "store_processed": False,
+        "control_folder": str(_queue / "control"),
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+TRAINYARD_SYNC_INTERVAL = env_int("TRAINYARD_SYNC_INTERVAL", 10, minimum=1)
+# A cluster whose last successful sync is older than this many intervals is shown as stale.
+TRAINYARD_STALE_AFTER = env_int("TRAINYARD_STALE_AFTER", 3 * TRAINYARD_SYNC_INTERVAL, minimum=1)
+TRAINYARD_KUBE_CONNECT_TIMEOUT = env_int("TRAINYARD_KUBE_CONNECT_TIMEOUT", 5, minimum=1)
+TRAINYARD_KUBE_READ_TIMEOUT = env_int("TRAINYARD_KUBE_READ_TIMEOUT", 30, minimum=1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("TRAINYARD_LOG_LEVEL", "INFO")},
+}
+
+CELERY_BEAT_SCHEDULE = {
+    "sync-clusters": {
+        "task": "console.tasks.sync_all_clusters",
+        "schedule": float(TRAINYARD_SYNC_INTERVAL),
+    },
+}

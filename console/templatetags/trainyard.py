@@ -1,0 +1,71 @@
+"""Tags every page uses: status badges that carry text and an icon, and times with their age."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
+
+register = template.Library()
+
+# Icon and tone per status value; the text is always shown beside the icon (never colour alone).
+BADGES: dict[str, tuple[str, str]] = {
+    "Pending": ("◷", "wait"),
+    "Running": ("▶", "run"),
+    "Succeeded": ("✔", "ok"),
+    "Failed": ("✖", "bad"),
+    "Stopped": ("■", "off"),
+    "Online": ("●", "ok"),
+    "Offline": ("○", "bad"),
+    "Installing": ("◔", "wait"),
+    "Upgrading": ("↻", "wait"),
+    "Ready": ("✔", "ok"),
+    "Unknown": ("?", "warn"),
+    "Reachable": ("●", "ok"),
+    "Unreachable": ("○", "bad"),
+}
+
+
+@register.simple_tag
+def badge(value: str, label: str = "") -> str:
+    """A status badge: icon + text; the tone colour is decoration only."""
+    icon, tone = BADGES.get(str(value), ("•", "off"))
+    return format_html(
+        '<span class="badge tone-{}" data-status="{}"><span aria-hidden="true">{}</span> {}</span>',
+        tone,
+        value,
+        icon,
+        label or _(str(value)),
+    )
+
+
+@register.simple_tag
+def when(moment: datetime | None, now: datetime | None = None) -> str:
+    """An absolute time in the user's zone with its age, and UTC on hover; "never" if missing."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', _("never"))
+    now = now or timezone.now()
+    local = timezone.localtime(moment)
+    utc = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{} UTC">{} <span class="age">({})</span></time>',
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S"),
+        local.strftime("%Y-%m-%d %H:%M:%S"),
+        age_words(moment, now),
+    )
+
+
+def age_words(moment: datetime, now: datetime) -> str:
+    """Coarse on purpose: a refreshed fragment may be up to half a minute old, and the absolute
+    time beside the age is the fact."""
+    seconds = (now - moment).total_seconds()
+    if seconds < 10:
+        return _("just now")
+    if seconds < 60:
+        return _("under a minute ago")
+    return _("%(age)s ago") % {"age": timesince(moment, now, depth=1)}

@@ -1,0 +1,337 @@
+"""The dashboard: the user's Jobs by phase, the clusters' reachability and sync age, and the Jobs
+that need a look, each with the reason in words.
+
+A constant number of queries whatever the number of Jobs: counts are aggregated in the database,
+and the attention list is one filtered query plus one aggregate over the Workers of the Jobs shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+from django_htmx.middleware import HtmxDetails
+
+from console.models import Cluster
+from console.status import Freshness, is_stale, job_freshness
+from jobs.access import User, jobs_for
+from jobs.choices import Action, JobPhase, PodPhase
+from jobs.models import Job, Operation
+from workers.models import Worker
+
+# A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
+STUCK_PENDING_AFTER = timedelta(minutes=10)
+ATTENTION_LIMIT = 50
+# Container states that mean the process keeps dying (KUBERNETES-FACTS §Pods).
+CRASH_REASONS = ("CrashLoopBackOff", "Error", "OOMKilled")
+LIVE_PHASES = (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.STOPPED)
+# What the attention list reads of a Job (not its spec, which can be large).
+ATTENTION_FIELDS = (
+    "name",
+    "phase",
+    "created_at",
+    "observed_at",
+    "project__name",
+    "cluster__name",
+    "cluster__reachable",
+    "cluster__last_synced_at",
+)
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through django-htmx's middleware (for type checking)."""
+
+    htmx: HtmxDetails
+
+
+def fragment_version(*facts: object) -> str:
+    """A short digest of what a refreshed fragment would show; the fragment sends it back as `v`.
+
+    Facts must be plain values (no lazy translations or model instances: their repr is not stable).
+    """
+    return hashlib.blake2b(repr(facts).encode(), digest_size=8).hexdigest()
+
+
+def unchanged(request: HtmxHttpRequest, version: str) -> bool:
+    """True for a polling request whose fragment would render exactly what the page already has:
+    such a request is answered 204 (htmx swaps nothing) without rendering."""
+    return bool(request.htmx) and request.GET.get("v") == version
+
+
+def age_words(moment: datetime | None, now: datetime) -> str:
+    """ "under 10 s ago", "40 s ago", "4 min ago", "3 h ago", "2 d ago"; "never" without a moment.
+
+    Seconds go in steps of 10 (a sync runs every few seconds): the words change, and a polling
+    fragment that shows them re-renders, only when the age has really moved on.
+    """
+    if moment is None:
+        return _("never")
+    seconds = max(int((now - moment).total_seconds()), 0)
+    if seconds < 10:
+        return _("under 10 s ago")
+    if seconds < 120:
+        return _("%(count)d s ago") % {"count": seconds // 10 * 10}
+    if seconds < 7200:
+        return _("%(count)d min ago") % {"count": seconds // 60}
+    if seconds < 172800:
+        return _("%(count)d h ago") % {"count": seconds // 3600}
+    return _("%(count)d d ago") % {"count": seconds // 86400}
+
+
+@dataclass(frozen=True)
+class PodTrouble:
+    """What the Workers of one Job last reported that means its processes keep dying."""
+
+    crashing: int = 0
+    failed: int = 0
+    restarts: int = 0
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    phase: str
+    pending_since: datetime
+    freshness: Freshness
+    cluster: str
+    cluster_reachable: bool
+    trouble: PodTrouble = field(default_factory=PodTrouble)
+
+
+@dataclass(frozen=True)
+class Attention:
+    pk: int
+    name: str
+    project: str
+    phase: str
+    reasons: tuple[str, ...]
+
+
+def attention_reasons(job: JobFacts, now: datetime) -> list[str]:
+    """Why a Job needs a look, in words, most telling first (spec §Troubleshooting: the Task
+    layer, then the cluster and workload, then the Pods)."""
+    reasons = _pod_reasons(job.trouble)
+    if job.phase == JobPhase.PENDING and now - job.pending_since > STUCK_PENDING_AFTER:
+        reasons.append(_stuck_reason(now - job.pending_since))
+    if not job.cluster_reachable:
+        reasons.append(
+            _("Cluster %(cluster)s is unreachable: the status shown is the last one observed.")
+            % {"cluster": job.cluster}
+        )
+    elif job.freshness.stale and job.freshness.observed_at is None:
+        reasons.append(_("No sync has observed this job yet."))
+    elif job.freshness.stale:
+        age = age_words(job.freshness.observed_at, now)
+        reasons.append(_("Stale status: last observed %(age)s.") % {"age": age})
+    return reasons
+
+
+def _pod_reasons(trouble: PodTrouble) -> list[str]:
+    reasons = []
+    if trouble.crashing:
+        reasons.append(
+            ngettext(
+                "%(count)d pod is crash-looping or erroring (%(reasons)s).",
+                "%(count)d pods are crash-looping or erroring (%(reasons)s).",
+                trouble.crashing,
+            )
+            % {"count": trouble.crashing, "reasons": ", ".join(trouble.reasons)}
+        )
+    if trouble.failed:
+        reasons.append(
+            ngettext("%(count)d pod failed.", "%(count)d pods failed.", trouble.failed)
+            % {"count": trouble.failed}
+        )
+    if trouble.restarts:
+        reasons.append(
+            ngettext(
+                "Containers restarted %(count)d time.",
+                "Containers restarted %(count)d times.",
+                trouble.restarts,
+            )
+            % {"count": trouble.restarts}
+        )
+    return reasons
+
+
+def _stuck_reason(pending_for: timedelta) -> str:
+    minutes = int(pending_for.total_seconds() // 60)
+    return ngettext(
+        "Pending for %(count)d minute: look at its tasks' messages, node selection and the "
+        "cluster's capacity.",
+        "Pending for %(count)d minutes: look at its tasks' messages, node selection and the "
+        "cluster's capacity.",
+        minutes,
+    ) % {"count": minutes}
+
+
+def _resumes() -> QuerySet[Operation]:
+    """Resumes return a Job to Pending: Pending counts from the last one, else from creation."""
+    return Operation.objects.filter(
+        action=Action.RESUME, result__in=(Operation.Result.ACCEPTED, Operation.Result.APPLIED)
+    )
+
+
+def _stuck_pending(cutoff: datetime) -> Q:
+    """Pending since before `cutoff`: created before it, and not resumed since (an EXISTS per
+    old Pending Job only, rather than the last resume of every Job)."""
+    resumed_since = _resumes().filter(job=OuterRef("pk"), requested_at__gte=cutoff)
+    return Q(~Exists(resumed_since), phase=JobPhase.PENDING, created_at__lt=cutoff)
+
+
+def last_resumes(job_ids: Iterable[int]) -> dict[int, datetime]:
+    rows = _resumes().filter(job_id__in=list(job_ids)).values("job_id")
+    return dict(rows.annotate(last=Max("requested_at")).values_list("job_id", "last"))
+
+
+def _troubled_workers() -> QuerySet[Worker]:
+    return Worker.objects.filter(
+        Q(reason__in=CRASH_REASONS) | Q(phase=PodPhase.FAILED) | Q(restart_count__gt=0)
+    )
+
+
+def _fresh(cutoff: datetime) -> Q:
+    """The database form of `console.status.job_freshness(...).stale` being False: the Job row
+    changed since the cutoff, or its cluster synced since then, or the Job is younger than that.
+    (A sync before the Job's creation does not count there, but then the Job is younger.)"""
+    return (
+        Q(observed_at__gte=cutoff)
+        | Q(cluster__last_synced_at__gte=cutoff)
+        | Q(created_at__gte=cutoff)
+    )
+
+
+def _needing_attention(user: User, now: datetime) -> QuerySet[Job]:
+    troubled = _troubled_workers().values("task__job_id")
+    return jobs_for(user).filter(
+        Q(phase__in=LIVE_PHASES),
+        _stuck_pending(now - STUCK_PENDING_AFTER)
+        | Q(phase__in=(JobPhase.PENDING, JobPhase.RUNNING), pk__in=troubled)
+        | Q(cluster__reachable=False)
+        | ~_fresh(now - timedelta(seconds=settings.TRAINYARD_STALE_AFTER)),
+    )
+
+
+def attention_jobs(user: User, now: datetime) -> tuple[list[Attention], int]:
+    """The user's live Jobs that need a look (at most ATTENTION_LIMIT) and how many there are."""
+    needing = _needing_attention(user, now)
+    shown = list(
+        needing.select_related("cluster", "project")
+        .only(*ATTENTION_FIELDS)
+        .order_by("-created_at")[:ATTENTION_LIMIT]
+    )
+    troubles = pod_troubles(job.pk for job in shown if job.phase != JobPhase.STOPPED)
+    resumed = last_resumes(job.pk for job in shown if job.phase == JobPhase.PENDING)
+    rows = [
+        _attention_row(job, troubles.get(job.pk, PodTrouble()), resumed.get(job.pk), now)
+        for job in shown
+    ]
+    total = len(shown) if len(shown) < ATTENTION_LIMIT else needing.count()
+    return rows, total
+
+
+def _attention_row(
+    job: Job, trouble: PodTrouble, resumed_at: datetime | None, now: datetime
+) -> Attention:
+    facts = JobFacts(
+        phase=job.phase,
+        pending_since=max(job.created_at, resumed_at or job.created_at),
+        freshness=job_freshness(job, now),
+        cluster=job.cluster.name,
+        cluster_reachable=job.cluster.reachable,
+        trouble=trouble,
+    )
+    reasons = tuple(attention_reasons(facts, now))
+    return Attention(job.pk, job.name, job.project.name, job.phase, reasons)
+
+
+def pod_troubles(job_ids: Iterable[int]) -> dict[int, PodTrouble]:
+    """Crash-looping, failed and restarted Workers per Job, in one grouped query."""
+    groups = (
+        _troubled_workers()
+        .filter(task__job_id__in=list(job_ids))
+        .values("task__job_id", "reason", "phase")
+        .annotate(pods=Count("pk"), restarts=Sum("restart_count"))
+        .order_by("task__job_id", "reason", "phase")
+    )
+    found: dict[int, PodTrouble] = {}
+    for group in groups:
+        seen = found.get(group["task__job_id"], PodTrouble())
+        crashing = group["reason"] in CRASH_REASONS
+        found[group["task__job_id"]] = PodTrouble(
+            crashing=seen.crashing + (group["pods"] if crashing else 0),
+            failed=seen.failed + (group["pods"] if group["phase"] == PodPhase.FAILED else 0),
+            restarts=seen.restarts + (group["restarts"] or 0),
+            reasons=(*seen.reasons, group["reason"])
+            if crashing and group["reason"] not in seen.reasons
+            else seen.reasons,
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class ClusterLine:
+    pk: int
+    name: str
+    reachable: bool
+    message: str
+    synced: bool
+    synced_ago: str
+    stale: bool
+
+
+def cluster_lines(now: datetime) -> list[ClusterLine]:
+    clusters = Cluster.objects.values("pk", "name", "reachable", "message", "last_synced_at")
+    return [
+        ClusterLine(
+            pk=cluster["pk"],
+            name=cluster["name"],
+            reachable=cluster["reachable"],
+            message=cluster["message"],
+            synced=cluster["last_synced_at"] is not None,
+            synced_ago=age_words(cluster["last_synced_at"], now),
+            stale=is_stale(cluster["last_synced_at"], now),
+        )
+        for cluster in clusters
+    ]
+
+
+def phase_counts(user: User) -> list[tuple[str, int]]:
+    """Every Job phase with the number of the user's Jobs in it (zeros included)."""
+    counted = dict(jobs_for(user).order_by().values_list("phase").annotate(count=Count("pk")))
+    return [(phase.value, counted.get(phase.value, 0)) for phase in JobPhase]
+
+
+@login_required
+def dashboard(request: HtmxHttpRequest) -> HttpResponse:
+    now = timezone.now()
+    attention, attention_total = attention_jobs(request.user, now)
+    context = {
+        "phase_counts": phase_counts(request.user),
+        "clusters": cluster_lines(now),
+        "attention": attention,
+        "attention_total": attention_total,
+        "stuck_minutes": int(STUCK_PENDING_AFTER.total_seconds() // 60),
+    }
+    version = fragment_version(
+        context["phase_counts"],
+        context["clusters"],
+        attention,
+        attention_total,
+        request.LANGUAGE_CODE,
+    )
+    if unchanged(request, version):
+        return HttpResponse(status=204)
+    context["version"] = version
+    template = "console/dashboard.html#board" if request.htmx else "console/dashboard.html"
+    return render(request, template, context)

@@ -1,0 +1,23 @@
+"""The HTML pages. Every link carries href (and hx-get where a fragment refreshes)."""
+
+from django.urls import path
+
+from console.views import clusters, dashboard
+from jobs.views import jobs, workflows
+
+urlpatterns = [
+    path("", dashboard.dashboard, name="dashboard"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/new/", jobs.job_new, name="job_new"),
+    path("jobs/<int:pk>/", jobs.job_detail, name="job"),
+    path("jobs/<int:pk>/clone/", jobs.job_clone, name="job_clone"),
+    path("jobs/<int:pk>/stop/", jobs.job_stop, name="job_stop"),
+    path("jobs/<int:pk>/resume/", jobs.job_resume, name="job_resume"),
+    path("jobs/<int:pk>/delete/", jobs.job_delete, name="job_delete"),
+    path("jobs/<int:pk>/tasks/<int:task_pk>/workers/", jobs.task_workers, name="task_workers"),
+    path("workflows/", workflows.workflow_list, name="workflows"),
+    path("workflows/<int:pk>/", workflows.workflow_detail, name="workflow"),
+    path("clusters/", clusters.cluster_list, name="clusters"),
+    path("nodes/", clusters.node_list, name="nodes"),
+    path("addons/", clusters.addon_list, name="addons"),
+]

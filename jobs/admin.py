@@ -1,0 +1,91 @@
+"""Admin for operators. Statuses come from the clusters: they are read-only here, and changes
+to Jobs go through the console's operations (audited), not through this admin."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class TaskInline(admin.TabularInline):
+    model = Task
+    extra = 0
+    fields = [
+        "role",
+        "kind",
+        "desired_replicas",
+        "ready_replicas",
+        "phase",
+        "message",
+        "observed_at",
+    ]
+    readonly_fields = fields
+    can_delete = False
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = [
+        "name",
+        "project",
+        "cluster",
+        "phase",
+        "stopped",
+        "owner",
+        "created_at",
+        "observed_at",
+    ]
+    list_filter = ["phase", "stopped", "cluster", "project"]
+    list_select_related = ["project", "cluster", "owner"]
+    search_fields = ["name", "message"]
+    date_hierarchy = "created_at"
+    inlines = [TaskInline]
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "kind", "phase", "desired_replicas", "ready_replicas", "observed_at"]
+    list_filter = ["phase", "kind", "job__cluster"]
+    list_select_related = ["job"]
+    search_fields = ["job__name", "role"]
+
+
+class EdgeInline(admin.TabularInline):
+    model = WorkflowEdge
+    fk_name = "workflow"
+    extra = 0
+    readonly_fields = ["upstream", "downstream"]
+    can_delete = False
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(ReadOnlyAdmin):
+    list_display = ["name", "project", "phase", "owner", "created_at"]
+    list_filter = ["phase", "project"]
+    list_select_related = ["project", "owner"]
+    search_fields = ["name"]
+    inlines = [EdgeInline]
+
+
+@admin.register(Operation)
+class OperationAdmin(ReadOnlyAdmin):
+    """The audit trail: nobody edits or deletes it here."""
+
+    list_display = ["requested_at", "user", "action", "job_name", "result", "message"]
+    list_filter = ["action", "result", "project"]
+    list_select_related = ["user"]
+    search_fields = ["job_name", "user__username", "message"]
+    date_hierarchy = "requested_at"
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -1,0 +1,429 @@
+"""The JSON API under /api/v1/: bearer tokens, the same operations as the web console.
+
+Request bodies are read here as plain JSON and checked by `jobs.spec`, so the API reports the same
+per-field messages as the web form, every error at once, as {"message", "errors": {path: text}}.
+Every error is JSON with a `message`; ninja's own validation dump never reaches a client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db.models import Prefetch, Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, URLResolver
+from django.utils import timezone
+from ninja import NinjaAPI, P, PathEx, QueryEx, Status
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.schema import REF_TEMPLATE, OpenAPISchema
+from ninja.security import HttpBearer
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as ModelInvalid
+
+from console.models import Addon, ApiToken, Cluster, Node
+from jobs.access import (
+    get_job_for_user,
+    get_workflow_for_user,
+    jobs_for,
+    projects_for,
+    workflows_for,
+)
+from jobs.choices import JobPhase
+from jobs.models import Job, Operation, Task, Workflow
+from jobs.operations import (
+    ConfirmationMismatch,
+    OperationRefused,
+    clone_job,
+    create_job,
+    create_workflow,
+    delete_job,
+    resume_job,
+    stop_job,
+)
+from jobs.schemas import (
+    READ,
+    WRITE,
+    AcceptedOut,
+    AddonOut,
+    ClusterOut,
+    JobOut,
+    JobPage,
+    NodeOut,
+    OperationOut,
+    WorkflowDetailOut,
+    WorkflowOut,
+)
+from jobs.spec import (
+    JobSpec,
+    SpecInvalid,
+    WorkflowSpec,
+    errors_from_validation,
+    parse_job_spec,
+    parse_workflow_spec,
+)
+from workers.models import Worker
+
+logger = logging.getLogger(__name__)
+
+MAX_ID = 2**63 - 1
+TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
+
+
+# --- authentication ------------------------------------------------------------------------
+
+
+class BearerToken(HttpBearer):
+    """`Authorization: Bearer <token>`, checked against the SHA-256 stored in ApiToken."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> AbstractBaseUser | None:
+        record = (
+            ApiToken.objects.select_related("user").filter(token_hash=ApiToken.hash(token)).first()
+        )
+        if record is None or not record.user.is_active:
+            return None
+        _touch(record)
+        request.user = record.user
+        return record.user
+
+
+def _touch(record: ApiToken) -> None:
+    """`last_used_at`, written at most once a minute so that reads stay read-only."""
+    now = timezone.now()
+    if record.last_used_at is not None and now - record.last_used_at < TOKEN_TOUCH_INTERVAL:
+        return
+    stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - TOKEN_TOUCH_INTERVAL)
+    ApiToken.objects.filter(stale, pk=record.pk).update(last_used_at=now)
+
+
+# --- documents the raw JSON request bodies in the OpenAPI schema ---------------------------
+
+
+class CloneIn(BaseModel):
+    """A new name, and changes deep-merged into the source Job's spec (tasks merge by role)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    overrides: dict[str, Any] | None = None
+
+
+class TrainyardAPI(NinjaAPI):
+    REQUEST_MODELS: tuple[type[BaseModel], ...] = (JobSpec, CloneIn, WorkflowSpec)
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        components = schema["components"]["schemas"]
+        for model in self.REQUEST_MODELS:
+            definition = model.model_json_schema(ref_template=REF_TEMPLATE)
+            components.update(definition.pop("$defs", {}))
+            components[model.__name__] = definition
+        return schema
+
+    def _get_urls(self) -> list[URLResolver | URLPattern]:
+        """ninja answers a wrong method with a plain-text 405; ours is JSON like every error."""
+        urls = super()._get_urls()
+        for pattern in urls:
+            if isinstance(pattern, URLPattern):
+                pattern.callback = _json_not_allowed(pattern.callback)
+        return urls
+
+
+def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if response.status_code != 405 or response["Content-Type"].startswith("application/json"):
+            return response
+        allowed = response["Allow"]
+        response = _error(request, 405, f"{request.method} is not allowed here; use {allowed}.")
+        response["Allow"] = allowed
+        return response
+
+    return wrapped
+
+
+def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
+    reference = {"$ref": REF_TEMPLATE.format(model=model.__name__)}
+    return {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": reference}}}
+    }
+
+
+api = TrainyardAPI(
+    title="Trainyard API",
+    version="1",
+    urls_namespace="api",
+    auth=BearerToken(),
+    description="Jobs, Workflows, clusters, nodes and add-ons. See docs/api.md.",
+)
+
+
+# --- errors: always JSON with a message ----------------------------------------------------
+
+
+def _error(request: HttpRequest, status: int, message: str, **extra: Any) -> HttpResponse:
+    return api.create_response(request, {"message": message, **extra}, status=status)
+
+
+@api.exception_handler(SpecInvalid)
+def _spec_invalid(request: HttpRequest, exc: SpecInvalid) -> HttpResponse:
+    return _error(request, 422, exc.message, errors=exc.errors)
+
+
+@api.exception_handler(ValidationError)
+def _params_invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    """Query and path parameters. An id that cannot exist (not a number, out of range) is as
+    unknown as one that does not: 404, like any other unknown id."""
+    errors: dict[str, str] = {}
+    for error in exc.errors:
+        location, *path = error["loc"]
+        if location == "path":
+            return _error(request, 404, "Not found.")
+        message = str(error.get("ctx", {}).get("error") or error["msg"])
+        errors.setdefault(".".join(str(part) for part in path) or str(location), message)
+    return _error(request, 422, "Invalid query parameters.", errors=errors)
+
+
+@api.exception_handler(ConfirmationMismatch)
+def _confirmation(request: HttpRequest, exc: ConfirmationMismatch) -> HttpResponse:
+    return _error(request, 422, exc.message, errors={"confirm": exc.message})
+
+
+@api.exception_handler(OperationRefused)
+def _refused(request: HttpRequest, exc: OperationRefused) -> HttpResponse:
+    return _error(request, 409, exc.message)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = _error(request, 401, "Send a valid API token: Authorization: Bearer <token>.")
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return _error(request, exc.status_code, exc.message)
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, str(exc) or "Not found.")
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    return _error(request, 403, str(exc) or "You may not do this.")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return _error(request, 413, "The request body is too large.")
+
+
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("API error on %s %s", request.method, request.path, exc_info=exc)
+    return _error(request, 500, "Internal error; it has been logged.")
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _user(request: HttpRequest) -> AbstractBaseUser:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _json_body(request: HttpRequest) -> dict[str, Any]:
+    try:
+        data = json.loads(request.body or b"null")
+    except (ValueError, RecursionError):
+        raise SpecInvalid({"body": "The request body is not valid JSON."}) from None
+    if not isinstance(data, dict):
+        raise SpecInvalid({"body": "The request body must be a JSON object."})
+    return data
+
+
+def _forbid_viewer(user: AbstractBaseUser, project: Any) -> None:
+    """A viewer of the project asked to create in it: 403, as for every other write."""
+    visible, writable = projects_for(user), projects_for(user, write=True)
+    if isinstance(project, str):
+        if visible.filter(name=project).exists() and not writable.filter(name=project).exists():
+            raise PermissionDenied(f"Viewers of {project} cannot create in it.")
+    elif project is None and visible.exists() and not writable.exists():
+        raise PermissionDenied("You are a viewer in all your projects: you cannot create.")
+
+
+def _tasks_prefetch() -> Prefetch[Any]:
+    workers = Prefetch("workers", queryset=Worker.objects.order_by("pod_name"))
+    return Prefetch("tasks", queryset=Task.objects.select_related("job").prefetch_related(workers))
+
+
+def _jobs(user: AbstractBaseUser) -> QuerySet[Job]:
+    return jobs_for(user).select_related("project", "cluster").prefetch_related(_tasks_prefetch())
+
+
+def _job(user: AbstractBaseUser, job_id: int) -> Job:
+    get_job_for_user(user, job_id)
+    return _jobs(user).get(pk=job_id)
+
+
+def _page_url(request: HttpRequest, offset: int, limit: int) -> str:
+    query = request.GET.copy()
+    query["offset"], query["limit"] = str(offset), str(limit)
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+
+
+ObjectId = PathEx[int, P(ge=1, le=MAX_ID)]
+
+
+# --- endpoints -----------------------------------------------------------------------------
+
+
+@api.get("/clusters", response={200: list[ClusterOut], **READ}, tags=["clusters"])
+def list_clusters(request: HttpRequest) -> QuerySet[Cluster]:
+    """Every registered cluster, its reachability and when it was last synced."""
+    return Cluster.objects.all()
+
+
+@api.get("/nodes", response={200: list[NodeOut], **READ}, tags=["clusters"])
+def list_nodes(request: HttpRequest, cluster: str | None = None) -> QuerySet[Node]:
+    nodes = Node.objects.select_related("cluster")
+    return nodes.filter(cluster__name=cluster) if cluster else nodes
+
+
+@api.get("/addons", response={200: list[AddonOut], **READ}, tags=["clusters"])
+def list_addons(request: HttpRequest, cluster: str | None = None) -> QuerySet[Addon]:
+    addons = Addon.objects.select_related("cluster")
+    return addons.filter(cluster__name=cluster) if cluster else addons
+
+
+@api.get("/jobs", response={200: JobPage, **READ}, tags=["jobs"])
+def list_jobs(
+    request: HttpRequest,
+    phase: JobPhase | None = None,
+    cluster: str | None = None,
+    project: str | None = None,
+    limit: QueryEx[int, P(ge=1, le=200)] = 50,
+    offset: QueryEx[int, P(ge=0, le=MAX_ID)] = 0,
+) -> dict[str, Any]:
+    """The Jobs of your projects, newest first; `next`/`previous` are page URLs or null."""
+    jobs = _jobs(_user(request)).order_by("-created_at", "-pk")
+    if phase:
+        jobs = jobs.filter(phase=phase)
+    if cluster:
+        jobs = jobs.filter(cluster__name=cluster)
+    if project:
+        jobs = jobs.filter(project__name=project)
+    count = jobs.count()
+    more = offset + limit < count
+    return {
+        "count": count,
+        "next": _page_url(request, offset + limit, limit) if more else None,
+        "previous": _page_url(request, max(offset - limit, 0), limit) if offset else None,
+        "results": list(jobs[offset : offset + limit]),
+    }
+
+
+@api.post("/jobs", response={201: JobOut, **WRITE}, openapi_extra=_body_doc(JobSpec), tags=["jobs"])
+def submit_job(request: HttpRequest) -> Status[Job]:
+    """Creates a Job (Pending) from a JobSpec; the console then creates its workloads."""
+    user, data = _user(request), _json_body(request)
+    _forbid_viewer(user, data.get("project"))
+    job = create_job(user, parse_job_spec(data, user))
+    return Status(201, _job(user, job.pk))
+
+
+@api.get("/jobs/{job_id}", response={200: JobOut, **READ}, tags=["jobs"])
+def job_detail(request: HttpRequest, job_id: ObjectId) -> Job:
+    return _job(_user(request), job_id)
+
+
+@api.post("/jobs/{job_id}/stop", response={200: JobOut, **WRITE}, tags=["jobs"])
+def stop(request: HttpRequest, job_id: ObjectId) -> Job:
+    """Pending/Running -> Stopped (workloads scaled to 0); on a Failed Job it only releases
+    resources. 409 on a Succeeded or already Stopped Job."""
+    user = _user(request)
+    stop_job(user, get_job_for_user(user, job_id, write=True))
+    return _job(user, job_id)
+
+
+@api.post("/jobs/{job_id}/resume", response={200: JobOut, **WRITE}, tags=["jobs"])
+def resume(request: HttpRequest, job_id: ObjectId) -> Job:
+    """Stopped -> Pending, Tasks re-created from the original template. 409 otherwise."""
+    user = _user(request)
+    resume_job(user, get_job_for_user(user, job_id, write=True))
+    return _job(user, job_id)
+
+
+@api.post(
+    "/jobs/{job_id}/clone",
+    response={201: JobOut, **WRITE},
+    openapi_extra=_body_doc(CloneIn),
+    tags=["jobs"],
+)
+def clone(request: HttpRequest, job_id: ObjectId) -> Status[Job]:
+    """A new Job from this one's original spec, with `overrides` merged in; any phase."""
+    user = _user(request)
+    source = get_job_for_user(user, job_id, write=True)
+    try:
+        body = CloneIn.model_validate(_json_body(request))
+    except ModelInvalid as exc:
+        raise SpecInvalid(errors_from_validation(exc)) from None
+    job = clone_job(user, source, body.name, body.overrides)
+    return Status(201, _job(user, job.pk))
+
+
+@api.delete("/jobs/{job_id}", response={202: AcceptedOut, **WRITE}, tags=["jobs"])
+def delete(request: HttpRequest, job_id: ObjectId, confirm: str = "") -> Status[dict[str, str]]:
+    """Irreversible: `confirm` must be the job's name. The workloads go, then the job."""
+    user = _user(request)
+    delete_job(user, get_job_for_user(user, job_id, write=True), confirm)
+    return Status(202, {"message": "Deletion requested."})
+
+
+@api.get("/jobs/{job_id}/operations", response={200: list[OperationOut], **READ}, tags=["jobs"])
+def job_operations(request: HttpRequest, job_id: ObjectId) -> QuerySet[Operation]:
+    """Who asked for what on this job, when, and with what result (refusals included)."""
+    job = get_job_for_user(_user(request), job_id)
+    return job.operations.select_related("user").order_by("-requested_at", "-pk")
+
+
+@api.get("/workflows", response={200: list[WorkflowOut], **READ}, tags=["workflows"])
+def list_workflows(request: HttpRequest) -> QuerySet[Workflow]:
+    return workflows_for(_user(request)).select_related("project")
+
+
+@api.get("/workflows/{workflow_id}", response={200: WorkflowDetailOut, **READ}, tags=["workflows"])
+def workflow_detail(request: HttpRequest, workflow_id: ObjectId) -> Workflow:
+    return get_workflow_for_user(_user(request), workflow_id)
+
+
+@api.post(
+    "/workflows",
+    response={201: WorkflowDetailOut, **WRITE},
+    openapi_extra=_body_doc(WorkflowSpec),
+    tags=["workflows"],
+)
+def submit_workflow(request: HttpRequest) -> Status[Workflow]:
+    """A Workflow of child Jobs; a child starts once every Job in its `depends_on` Succeeded."""
+    user, data = _user(request), _json_body(request)
+    _forbid_viewer(user, data.get("project"))
+    workflow = create_workflow(user, parse_workflow_spec(data, user))
+    return Status(201, workflow)
+
+
+@api.api_operation(
+    ["GET", "POST", "PUT", "PATCH", "DELETE"], "/{path:rest}", auth=None, include_in_schema=False
+)
+def unknown_endpoint(request: HttpRequest, rest: str) -> None:
+    """Registered last: any other path under /api/v1/ is a JSON 404 too."""
+    raise Http404("No such API endpoint.")

@@ -1,0 +1,174 @@
+"""Jobs, their Tasks, Workflows over Jobs, and the Operation record of every user action."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from console.models import Cluster, Project
+from jobs.choices import Action, JobPhase, TaskKind, TaskPhase, WorkflowPhase
+
+
+class Workflow(models.Model):
+    """A DAG of child Jobs (spec §Workflow status); its phase is aggregated from them."""
+
+    project = models.ForeignKey(Project, models.CASCADE, related_name="workflows")
+    name = models.CharField(_("name"), max_length=63)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="workflows"
+    )
+    phase = models.CharField(
+        _("phase"), max_length=16, choices=WorkflowPhase.choices, default=WorkflowPhase.PENDING
+    )
+    message = models.TextField(_("message"), blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="one_workflow_per_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("workflow", args=[self.pk])
+
+
+class Job(models.Model):
+    """What a user submits. `spec` is the original task template that resume re-creates from."""
+
+    project = models.ForeignKey(Project, models.CASCADE, related_name="jobs")
+    name = models.CharField(_("name"), max_length=40)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="jobs"
+    )
+    cluster = models.ForeignKey(Cluster, models.PROTECT, related_name="jobs")
+    namespace = models.CharField(_("namespace"), max_length=63)
+    spec = models.JSONField(_("task template"))
+    stopped = models.BooleanField(_("spec.stopped"), default=False)
+    # Incremented by resume: workloads labelled with an older run are re-created from `spec`.
+    run = models.PositiveIntegerField(_("run"), default=1)
+    phase = models.CharField(
+        _("phase"), max_length=16, choices=JobPhase.choices, default=JobPhase.PENDING
+    )
+    message = models.TextField(_("message"), blank=True)
+    workflow = models.ForeignKey(
+        Workflow, models.CASCADE, null=True, blank=True, related_name="jobs"
+    )
+    cloned_from = models.ForeignKey(
+        "self", models.SET_NULL, null=True, blank=True, related_name="clones"
+    )
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    observed_at = models.DateTimeField(_("observed at"), null=True, blank=True)
+    # Delete is irreversible: reconcile removes the cluster objects, then this row.
+    delete_requested_at = models.DateTimeField(_("delete requested at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["phase", "cluster"], name="job_phase_cluster"),
+            models.Index(fields=["project", "-created_at"], name="job_project_created"),
+            # The Jobs list: its three orders (each read forwards or backwards) and its COUNT
+            # (covering: the visible jobs of a project) stay index-only with 10,000 jobs.
+            models.Index(fields=["created_at", "id"], name="job_created"),
+            models.Index(fields=["name", "id"], name="job_name"),
+            models.Index(fields=["phase", "-created_at", "-id"], name="job_phase_created"),
+            models.Index(fields=["project", "delete_requested_at"], name="job_project_live"),
+        ]
+        constraints = [
+            # Workload names derive from the job name, so it is unique where they live.
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="one_job_per_name"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("job", args=[self.pk])
+
+
+class Task(models.Model):
+    """One role of a Job, materialised as a StatefulSet or a batch Job named `<job>-<role>`."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="tasks")
+    role = models.CharField(_("role"), max_length=12)
+    kind = models.CharField(
+        _("kind"), max_length=16, choices=TaskKind.choices, default=TaskKind.STATEFULSET
+    )
+    template = models.JSONField(_("template"))
+    node_selector = models.JSONField(_("node selector"), default=dict, blank=True)
+    desired_replicas = models.PositiveIntegerField(_("desired replicas"), default=1)
+    ready_replicas = models.PositiveIntegerField(_("ready replicas"), default=0)
+    phase = models.CharField(
+        _("phase"), max_length=16, choices=TaskPhase.choices, default=TaskPhase.PENDING
+    )
+    message = models.TextField(_("message"), blank=True)
+    observed_at = models.DateTimeField(_("observed at"), null=True, blank=True)
+    # The applied layer: what the console last told the cluster, and what came back.
+    applied_at = models.DateTimeField(_("applied at"), null=True, blank=True)
+    apply_error = models.TextField(_("apply error"), blank=True)
+
+    class Meta:
+        ordering = ["job", "pk"]
+        constraints = [models.UniqueConstraint(fields=["job", "role"], name="one_task_per_role")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def name(self) -> str:
+        return f"{self.job.name}-{self.role}"
+
+
+class WorkflowEdge(models.Model):
+    """`downstream` may start only after `upstream` Succeeded."""
+
+    workflow = models.ForeignKey(Workflow, models.CASCADE, related_name="edges")
+    upstream = models.ForeignKey(Job, models.CASCADE, related_name="downstream_edges")
+    downstream = models.ForeignKey(Job, models.CASCADE, related_name="upstream_edges")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["upstream", "downstream"], name="one_edge_per_pair"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.upstream_id} -> {self.downstream_id}"
+
+
+class Operation(models.Model):
+    """Who asked for what, when, and with what result. Kept after the Job is deleted."""
+
+    class Result(models.TextChoices):
+        ACCEPTED = "accepted", _("Accepted")
+        REFUSED = "refused", _("Refused")
+        APPLIED = "applied", _("Applied")
+        FAILED = "failed", _("Failed")
+
+    job = models.ForeignKey(Job, models.SET_NULL, null=True, blank=True, related_name="operations")
+    job_name = models.CharField(_("job"), max_length=40)
+    project = models.ForeignKey(Project, models.SET_NULL, null=True, related_name="operations")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="operations"
+    )
+    action = models.CharField(_("action"), max_length=16, choices=Action.choices)
+    result = models.CharField(_("result"), max_length=16, choices=Result.choices)
+    message = models.TextField(_("message"), blank=True)
+    requested_at = models.DateTimeField(_("requested at"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.job_name}: {self.result}"

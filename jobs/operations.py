@@ -1,0 +1,328 @@
+"""What users do to Jobs: create, stop, resume, clone, delete, and create Workflows.
+
+Requests never talk to Kubernetes: each operation checks the phase rules of `jobs.lifecycle`,
+records the intent with a conditional UPDATE (`... WHERE phase = <seen> AND stopped = <seen>`) so
+concurrent requests, or a request and the poller, cannot race into an illegal state, writes an
+Operation row (refused attempts too), and on commit asks Celery to reconcile the Job.
+
+Callers look the Job up with `jobs.access.get_job_for_user(user, pk, write=True)` first.
+A refused Operation is written outside the operation's own transaction so that it survives the
+OperationRefused raised after it; a caller that wraps the call in its own transaction and rolls
+it back discards it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from console import tasks
+from console.models import Cluster, Project
+from jobs.choices import Action, JobPhase, TaskPhase
+from jobs.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
+from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
+from jobs.spec import (
+    JobSpec,
+    SpecInvalid,
+    WorkflowSpec,
+    merge_overrides,
+    parse_job_spec,
+    parse_workflow_spec,
+    spec_of,
+)
+from workers.models import Worker
+
+User = AbstractBaseUser | AnonymousUser
+Result = Operation.Result
+
+# A conditional update that matched no row means the Job moved under us: read it again and
+# decide again, a few times, before giving up.
+_ATTEMPTS = 5
+
+
+class OperationRefused(Exception):
+    """The phase rules (or a missing confirmation) forbid the operation; `message` says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfirmationMismatch(OperationRefused):
+    """Delete was asked without typing the Job's name."""
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def _record(
+    user: User, job: Job, action: Action, result: Result, message: str, *, attached: bool = True
+) -> Operation:
+    """`attached=False` when the Job row may be gone already: the record keeps only its name."""
+    return Operation.objects.create(
+        job=job if attached else None,
+        job_name=job.name,
+        project_id=job.project_id,
+        user=_owner(user),
+        action=action,
+        result=result,
+        message=message,
+    )
+
+
+def _refuse(
+    user: User,
+    job: Job,
+    action: Action,
+    reason: str,
+    *,
+    exists: bool = True,
+    error: type[OperationRefused] = OperationRefused,
+) -> NoReturn:
+    """Records the refusal (no change made) and raises it. Never called inside `atomic()`."""
+    _record(user, job, action, Result.REFUSED, reason, attached=exists)
+    raise error(reason)
+
+
+def _owner(user: User) -> Any:
+    return user if user.is_authenticated else None
+
+
+def _schedule_reconcile(job_id: int) -> None:
+    """After commit, so the worker reads what this transaction wrote. Robust: a broker outage
+    must not turn an accepted (committed) operation into an error; the next sync reconciles."""
+    transaction.on_commit(lambda: tasks.reconcile_job.delay(job_id), robust=True)
+
+
+# --- create and clone ----------------------------------------------------------------------
+
+
+def _task_rows(job: Job, spec_tasks: list[dict[str, Any]]) -> list[Task]:
+    return [
+        Task(
+            job=job,
+            role=template["role"],
+            kind=template["kind"],
+            template=template,
+            node_selector=template["node_selector"],
+            desired_replicas=template["replicas"],
+        )
+        for template in spec_tasks
+    ]
+
+
+def _insert_job(
+    user: User, spec: JobSpec, *, cloned_from: Job | None, workflow: Workflow | None
+) -> Job:
+    """The Job row (Pending) and one Task row per TaskSpec; `spec` is already resolved."""
+    assert spec.project is not None and spec.namespace is not None, "resolve the spec first"
+    template = {"tasks": [task.model_dump(mode="json") for task in spec.tasks]}
+    job = Job.objects.create(
+        project=Project.objects.get(name=spec.project),
+        name=spec.name,
+        owner=_owner(user),
+        cluster=Cluster.objects.get(name=spec.cluster),
+        namespace=spec.namespace,
+        spec=template,
+        phase=JobPhase.PENDING,
+        cloned_from=cloned_from,
+        workflow=workflow,
+    )
+    Task.objects.bulk_create(_task_rows(job, template["tasks"]))
+    return job
+
+
+def _name_taken(spec: JobSpec, path: str = "name") -> SpecInvalid:
+    where = f"{spec.cluster}/{spec.namespace}"
+    message = gettext("A job named %(name)s was just created in %(where)s.")
+    return SpecInvalid({path: message % {"name": repr(spec.name), "where": where}})
+
+
+def create_job(user: User, spec: JobSpec, *, cloned_from: Job | None = None) -> Job:
+    """Spec §Job status: create -> Pending. The spec is checked again against the database here
+    (cluster, project, free name): the form may have been validated a while ago."""
+    spec = parse_job_spec(spec.model_dump(mode="json"), user)
+    action = Action.CLONE if cloned_from else Action.CREATE
+    message = f"Cloned from {cloned_from.name} (#{cloned_from.pk})." if cloned_from else "Created."
+    try:
+        with transaction.atomic():
+            job = _insert_job(user, spec, cloned_from=cloned_from, workflow=None)
+            _record(user, job, action, Result.ACCEPTED, message)
+            _schedule_reconcile(job.pk)
+    except IntegrityError:
+        # Two requests for the same name: the unique constraint lets one win.
+        raise _name_taken(spec) from None
+    return job
+
+
+def clone_job(user: User, job: Job, name: str, overrides: Mapping[str, Any] | None = None) -> Job:
+    """Spec §Job status: after a failure, fix the configuration and clone it into a new Job.
+    Allowed from every phase. `overrides` is deep-merged into the original spec (tasks by role)."""
+    data = merge_overrides(spec_of(job), overrides)
+    data["name"] = name
+    if overrides is None or "project" not in overrides:
+        data["project"] = job.project.name
+    return create_job(user, parse_job_spec(data, user), cloned_from=job)
+
+
+# --- stop and resume -----------------------------------------------------------------------
+
+Rule = Callable[[JobPhase, bool], JobPhase]
+Apply = Callable[[Job, JobPhase, bool, JobPhase], str | None]
+
+
+def _current(job: Job) -> tuple[JobPhase, bool] | None:
+    """The Job's phase and flag as stored now; None once its deletion was requested."""
+    row = (
+        Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
+        .values_list("phase", "stopped")
+        .first()
+    )
+    return None if row is None else (JobPhase(row[0]), row[1])
+
+
+def _transition(user: User, job: Job, action: Action, rule: Rule, apply: Apply) -> Job:
+    """Decide from the stored state, then update only if that state still holds (else retry)."""
+    for _attempt in range(_ATTEMPTS):
+        state = _current(job)
+        if state is None:
+            exists = Job.objects.filter(pk=job.pk).exists()
+            _refuse(user, job, action, gettext("This job is being deleted."), exists=exists)
+        try:
+            target = rule(*state)
+        except TransitionRefused as refusal:
+            _refuse(user, job, action, str(refusal))
+        with transaction.atomic():
+            message = apply(job, *state, target)
+            if message is not None:
+                job.refresh_from_db()
+                _record(user, job, action, Result.ACCEPTED, message)
+                _schedule_reconcile(job.pk)
+                return job
+    _refuse(user, job, action, gettext("The job kept changing during the request; try again."))
+
+
+def _guarded(job: Job, phase: JobPhase, stopped: bool) -> QuerySet[Job]:
+    return Job.objects.filter(
+        pk=job.pk, phase=phase, stopped=stopped, delete_requested_at__isnull=True
+    )
+
+
+def _apply_stop(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> str | None:
+    if not _guarded(job, phase, stopped).update(phase=target, stopped=True):
+        return None
+    if target == JobPhase.FAILED:
+        return "The job stays Failed; stop only releases the resources it still holds."
+    return "Every workload of the job is scaled to 0."
+
+
+def stop_job(user: User, job: Job) -> Job:
+    """Spec §Job status: Pending/Running -> Stopped (`spec.stopped`, desired replicas 0); on a
+    Failed Job stop releases resources and the Job stays Failed; refused on Succeeded/Stopped."""
+    return _transition(user, job, Action.STOP, phase_after_stop, _apply_stop)
+
+
+def _reset_tasks(job: Job) -> None:
+    """Spec §Job status: resume re-creates the Tasks from the original template, `Job.spec`.
+    Worker rows of the old run go (they described pods of workloads about to be replaced);
+    PodInstance history stays."""
+    Worker.objects.filter(task__job=job).delete()
+    templates = {template["role"]: template for template in job.spec["tasks"]}
+    Task.objects.filter(job=job).exclude(role__in=templates).delete()
+    for row in _task_rows(job, list(templates.values())):
+        Task.objects.update_or_create(
+            job=job,
+            role=row.role,
+            defaults={
+                "kind": row.kind,
+                "template": row.template,
+                "node_selector": row.node_selector,
+                "desired_replicas": row.desired_replicas,
+                "ready_replicas": 0,
+                "phase": TaskPhase.PENDING,
+                "message": "",
+                "observed_at": None,
+                "applied_at": None,
+                "apply_error": "",
+            },
+        )
+
+
+def _apply_resume(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> str | None:
+    changed = _guarded(job, phase, stopped).update(
+        phase=target, stopped=False, run=F("run") + 1, message="", finished_at=None
+    )
+    if not changed:
+        return None
+    _reset_tasks(job)
+    run = Job.objects.values_list("run", flat=True).get(pk=job.pk)
+    return f"Run {run}: the Tasks are re-created from the original template."
+
+
+def resume_job(user: User, job: Job) -> Job:
+    """Spec §Job status: Stopped -> Pending, Tasks re-created from the original template."""
+    return _transition(user, job, Action.RESUME, phase_after_resume, _apply_resume)
+
+
+# --- delete --------------------------------------------------------------------------------
+
+
+def delete_job(user: User, job: Job, confirm: str) -> None:
+    """Spec §Stop, resume or delete: deletion is separate and irreversible, so it must be
+    confirmed with the Job's name. Reconcile removes the cluster objects, then the row; the
+    Operation rows stay (their FK is SET_NULL and they keep `job_name`)."""
+    if confirm != job.name:
+        reason = gettext("Type the job's name, %(name)s, to confirm the deletion.") % {
+            "name": repr(job.name)
+        }
+        _refuse(user, job, Action.DELETE, reason, error=ConfirmationMismatch)
+    with transaction.atomic():
+        pending = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
+        if pending.update(delete_requested_at=timezone.now()):
+            message = "Deletion requested: the workloads, then the job, are removed."
+            _record(user, job, Action.DELETE, Result.ACCEPTED, message)
+            _schedule_reconcile(job.pk)
+            return
+    exists = Job.objects.filter(pk=job.pk).exists()
+    reason = gettext("This job is already being deleted.")
+    _refuse(user, job, Action.DELETE, reason, exists=exists)
+
+
+# --- workflows -----------------------------------------------------------------------------
+
+
+def create_workflow(user: User, spec: WorkflowSpec) -> Workflow:
+    """Spec §Workflow status: a DAG of child Jobs; a child starts once its upstreams Succeeded.
+    The Workflow, its Jobs and its edges are written in one transaction."""
+    spec = parse_workflow_spec(spec.model_dump(mode="json"), user)
+    try:
+        with transaction.atomic():
+            workflow = Workflow.objects.create(
+                project=Project.objects.get(name=spec.project), name=spec.name, owner=_owner(user)
+            )
+            children = {
+                child.name: _insert_job(user, child, cloned_from=None, workflow=workflow)
+                for child in spec.jobs
+            }
+            WorkflowEdge.objects.bulk_create(_edges(workflow, spec, children))
+            for job in children.values():
+                _record(user, job, Action.CREATE, Result.ACCEPTED, f"Created in {workflow.name}.")
+                _schedule_reconcile(job.pk)
+    except IntegrityError:
+        message = gettext("A workflow or job with one of these names was just created.")
+        raise SpecInvalid({"name": message}) from None
+    return workflow
+
+
+def _edges(workflow: Workflow, spec: WorkflowSpec, children: dict[str, Job]) -> list[WorkflowEdge]:
+    pairs = {(upstream, child.name) for child in spec.jobs for upstream in child.depends_on}
+    return [
+        WorkflowEdge(workflow=workflow, upstream=children[up], downstream=children[down])
+        for up, down in sorted(pairs)
+    ]

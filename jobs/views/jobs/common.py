@@ -1,0 +1,56 @@
+"""What the Jobs pages share: the htmx request type, data freshness and fragment versions."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.http import HttpRequest
+from django_htmx.middleware import HtmxDetails
+
+from console import status
+from console.models import Cluster
+from jobs.access import User, projects_for
+from jobs.models import Job
+
+POLL_SECONDS = 5
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """How much to trust what a cluster last reported (ARCHITECTURE: staleness is derived at
+    read time; an unreachable cluster freezes its objects' observed state, never hides it).
+    `waiting`: no sync has even been tried yet (a cluster just registered), nothing is known."""
+
+    reachable: bool
+    stale: bool
+    last_synced_at: datetime | None
+    waiting: bool = False
+
+
+def cluster_state(cluster: Cluster, now: datetime) -> ClusterState:
+    """Stale when the last successful sync is too old, or when the last attempt failed."""
+    if cluster.last_attempt_at is None and cluster.last_synced_at is None:
+        return ClusterState(reachable=True, stale=False, last_synced_at=None, waiting=True)
+    stale = status.cluster_freshness(cluster, now).stale or not cluster.reachable
+    return ClusterState(cluster.reachable, stale, cluster.last_synced_at)
+
+
+def can_operate(user: User, job: Job) -> bool:
+    """Members operate on their project's Jobs; viewers only look (jobs.access decides)."""
+    return projects_for(user, write=True).filter(pk=job.project_id).exists()
+
+
+def version_of(*parts: object) -> str:
+    """A short fingerprint of what a fragment shows: equal fingerprints, equal fragments."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
+def minute_of(now: datetime) -> int:
+    """Relative ages ("3 minutes ago") change every minute: a fragment's version includes it."""
+    return int(now.timestamp()) // 60

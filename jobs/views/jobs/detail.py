@@ -1,0 +1,224 @@
+"""The job page: spec §Where to look, in order, each value with its layer and age."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, F, Q
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from console import status
+from console.models import Cluster, Node
+from jobs.access import get_job_for_user
+from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
+from jobs.forms import DeleteForm
+from jobs.lifecycle import allowed_actions
+from jobs.models import Job, Task
+from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, TaskFacts, diagnose
+from jobs.views.jobs.common import (
+    POLL_SECONDS,
+    ClusterState,
+    HtmxHttpRequest,
+    can_operate,
+    cluster_state,
+    minute_of,
+    version_of,
+)
+from workers.models import PodInstance, Worker
+
+HISTORY_LIMIT = 20
+# Worker rows the troubleshooting panel looks at: those that are not simply fine, at most this
+# many (the panel names the first few of each kind; the Worker rows show them all).
+SUSPECT_LIMIT = 200
+NodeRow = tuple[str, str, bool]  # name, phase, unschedulable
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A Task with its Worker counts and when the cluster last reported on it."""
+
+    task: Task
+    observed_at: datetime | None
+    worker_count: int
+    unreported_count: int
+
+
+@login_required
+def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The status part refreshes with htmx; 204 when what it shows has not changed."""
+    job = get_job_for_user(request.user, pk)
+    context = _job_context(request, job)
+    if request.htmx and request.GET.get("part") == "status":
+        if request.GET.get("v") == context["version"]:
+            return HttpResponse(status=204)
+        return render(request, "jobs/detail.html#status", context)
+    context["delete_form"] = DeleteForm(job_name=job.name)
+    return render(request, "jobs/detail.html", context)
+
+
+def _job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
+    now = timezone.now()
+    cluster = cluster_state(job.cluster, now)
+    tasks = _task_rows(job, now)
+    operations = list(job.operations.select_related("user")[:HISTORY_LIMIT])
+    operator = request.user.is_staff
+    actions = _actions(request, job)
+    diagnosis, capped = _diagnosis(job, cluster, tasks, operator)
+    terminal = job.phase in JOB_TERMINAL
+    version = version_of(
+        _job_key(job), cluster, [_task_key(row) for row in tasks],
+        [(op.pk, op.result, op.message, op.finished_at) for op in operations],
+        sorted(actions), minute_of(now),
+    )  # fmt: skip
+    return {
+        "job": job, "now": now, "cluster": cluster, "tasks": tasks, "operations": operations,
+        "observed_at": status.job_freshness(job, now).observed_at,
+        "last_operation": operations[0] if operations else None,
+        "diagnosis": diagnosis, "suspects_capped": capped,
+        "actions": {action.value for action in actions}, "can_operate": bool(actions),
+        "operator": operator, "poll": not terminal, "poll_seconds": POLL_SECONDS,
+        "version": version,
+        "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
+        "is_running": job.phase == JobPhase.RUNNING,
+        "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,
+    }  # fmt: skip
+
+
+def _actions(request: HtmxHttpRequest, job: Job) -> frozenset[Action]:
+    """Spec §Job status, for members only: viewers get no action at all."""
+    if not can_operate(request.user, job):
+        return frozenset()
+    return allowed_actions(JobPhase(job.phase), job.stopped)
+
+
+def _task_rows(job: Job, now: datetime) -> list[TaskRow]:
+    """Each Task with its Worker counts, counted in the database (no row per pod)."""
+    missing = Q(workers__last_reported_at__lt=F("observed_at"))
+    tasks = job.tasks.annotate(
+        workers_total=Count("workers"), workers_missing=Count("workers", filter=missing)
+    ).order_by("pk")
+    return [
+        TaskRow(
+            task,
+            status.task_freshness(task, job.cluster, now).observed_at,
+            task.workers_total,  # type: ignore[attr-defined]
+            task.workers_missing,  # type: ignore[attr-defined]
+        )
+        for task in tasks
+    ]
+
+
+def _job_key(job: Job) -> tuple[object, ...]:
+    return (job.phase, job.message, job.stopped, job.run, job.observed_at, job.started_at,
+            job.finished_at)  # fmt: skip
+
+
+def _task_key(row: TaskRow) -> tuple[object, ...]:
+    task = row.task
+    return (task.pk, task.phase, task.message, task.desired_replicas, task.ready_replicas,
+            task.observed_at, task.applied_at, task.apply_error, row.worker_count,
+            row.unreported_count)  # fmt: skip
+
+
+# --- troubleshooting -------------------------------------------------------------------------
+
+
+def _diagnosis(
+    job: Job, cluster: ClusterState, tasks: Sequence[TaskRow], operator: bool
+) -> tuple[Diagnosis, bool]:
+    """Spec §Troubleshooting over what the engine stored, as this user may see it: restart
+    counts, exit codes and termination reasons only for operators (spec §Where to look).
+    Also says whether the suspect pods were capped at SUSPECT_LIMIT."""
+    nodes: list[NodeRow] = list(
+        Node.objects.filter(cluster=job.cluster_id)
+        .order_by()
+        .values_list("name", "phase", "unschedulable")
+    )
+    offline = [name for name, phase, _ in nodes if phase == Node.Phase.OFFLINE]
+    suspects = _suspect_workers(job, offline)
+    details = _instance_details(suspects) if operator else {}
+    pods: dict[int, list[PodFacts]] = {}
+    for worker in suspects:
+        pods.setdefault(worker.task_id, []).append(_pod_facts(worker, operator, details))
+    now = timezone.now()
+    diagnosis = diagnose(
+        stopped=job.stopped,
+        cluster=_cluster_facts(job.cluster, cluster),
+        nodes=[NodeFacts(name, phase == Node.Phase.ONLINE, not off) for name, phase, off in nodes],
+        tasks=[_task_facts(job, row, pods.get(row.task.pk, []), now) for row in tasks],
+        patience=settings.TRAINYARD_STALE_AFTER,
+    )
+    return diagnosis, len(suspects) >= SUSPECT_LIMIT
+
+
+def _cluster_facts(cluster: Cluster, state: ClusterState) -> ClusterFacts:
+    return ClusterFacts(cluster.name, state.reachable, state.stale, cluster.message)
+
+
+SUSPECT_FIELDS = (
+    "task_id", "pod_name", "pod_uid", "node_name", "phase", "ready", "reason", "message",
+    "restart_count", "last_reported_at", "task__observed_at",
+)  # fmt: skip
+
+
+def _suspect_workers(job: Job, offline: Iterable[str]) -> list[Any]:
+    """Worker rows that are not simply running and ready, or that the last sync did not report
+    (plain named rows: the panel needs no model instances)."""
+    suspect = (
+        Q(ready=False) | ~Q(reason="") | Q(restart_count__gt=0) | Q(node_name__in=list(offline))
+        | Q(last_reported_at__lt=F("task__observed_at"))
+    )  # fmt: skip
+    workers = Worker.objects.filter(task__job=job).filter(suspect).order_by("task_id", "pod_name")
+    return list(workers.values_list(*SUSPECT_FIELDS, named=True)[:SUSPECT_LIMIT])
+
+
+def _instance_details(workers: Sequence[Any]) -> dict[str, tuple[int | None, str]]:
+    """For operators: the last exit code and termination reason of each current pod instance."""
+    uids = [worker.pod_uid for worker in workers if worker.pod_uid]
+    rows = PodInstance.objects.filter(uid__in=uids).order_by()
+    return {
+        uid: (code, reason)
+        for uid, code, reason in rows.values_list("uid", "last_exit_code", "termination_reason")
+    }
+
+
+def _pod_facts(worker: Any, operator: bool, details: dict[str, tuple[int | None, str]]) -> PodFacts:
+    exit_code, termination = details.get(worker.pod_uid, (None, ""))
+    observed: datetime | None = worker.task__observed_at
+    return PodFacts(
+        pod_name=worker.pod_name,
+        node_name=worker.node_name,
+        phase=worker.phase,
+        ready=worker.ready,
+        reason=worker.reason,
+        message=worker.message,
+        in_last_report=observed is None or worker.last_reported_at >= observed,
+        restart_count=worker.restart_count if operator else None,
+        last_exit_code=exit_code,
+        termination_reason=termination,
+    )
+
+
+def _task_facts(job: Job, row: TaskRow, pods: Sequence[PodFacts], now: datetime) -> TaskFacts:
+    task = row.task
+    since = task.applied_at or job.created_at
+    return TaskFacts(
+        role=task.role,
+        phase=task.phase,
+        desired_replicas=task.desired_replicas,
+        ready_replicas=task.ready_replicas,
+        observed=task.observed_at is not None,
+        message=task.message,
+        apply_error=task.apply_error,
+        node_selector=task.node_selector or {},
+        pods=tuple(pods),
+        pod_count=row.worker_count,
+        waited_seconds=(now - since).total_seconds(),
+    )

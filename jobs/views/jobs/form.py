@@ -1,0 +1,190 @@
+"""The create-job page (fields or YAML) and clone, which opens it prefilled (spec §Job status:
+after a failure, fix the configuration and clone it into a new Job)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+
+from console.models import Cluster
+from jobs.access import get_job_for_user, projects_for
+from jobs.forms import (
+    ROLE_PREFIX,
+    JobForm,
+    RoleFormSet,
+    YamlForm,
+    apply_spec_errors,
+    empty_role,
+    job_initial,
+    role_initial,
+    spec_data,
+    suggest_clone_name,
+    typed_values,
+)
+from jobs.models import Job
+from jobs.operations import create_job
+from jobs.spec import (
+    JobSpec,
+    SpecInvalid,
+    job_spec_from_yaml,
+    job_spec_to_yaml,
+    parse_job_spec,
+    spec_of,
+)
+from jobs.views.jobs.common import HtmxHttpRequest
+
+NEW_JOB_YAML = """\
+name: my-job
+cluster: {cluster}
+tasks:
+  - role: worker
+    kind: StatefulSet
+    replicas: 1
+    image: python:3.12
+    command: [python, train.py]
+    resources: {{cpu: "1", memory: 1Gi, gpu: 0}}
+"""
+
+
+@login_required
+def job_new(request: HtmxHttpRequest) -> HttpResponse:
+    return _job_form_page(request, source=None)
+
+
+@login_required
+def job_clone(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Anyone who may see a Job may clone it into a project where they may create jobs."""
+    return _job_form_page(request, source=get_job_for_user(request.user, pk))
+
+
+def _job_form_page(request: HtmxHttpRequest, source: Job | None) -> HttpResponse:
+    projects = list(projects_for(request.user, write=True).values_list("name", flat=True))
+    if not projects:
+        raise PermissionDenied(_("You are not a member of any project that may create jobs."))
+    # Reachable clusters first: the likely choice, and the YAML example's.
+    clusters = list(Cluster.objects.order_by("-reachable", "name").values_list("name", flat=True))
+    page = _Page(request, source, projects, clusters)
+    if request.method != "POST":
+        return page.render(*page.prefilled())
+    if request.POST.get("mode") == "yaml":
+        return page.submit_yaml()
+    return page.submit_form()
+
+
+class _Page:
+    """The one page both tabs live on; whichever tab was submitted keeps what was typed."""
+
+    def __init__(
+        self, request: HtmxHttpRequest, source: Job | None, projects: list[str], clusters: list[str]
+    ) -> None:
+        self.request = request
+        self.source = source
+        self.projects = projects  # where the user may create jobs
+        self.clusters = clusters
+
+    def job_form(self, *args: Any, **kwargs: Any) -> JobForm:
+        return JobForm(*args, projects=self.projects, clusters=self.clusters, **kwargs)
+
+    def prefilled(self) -> tuple[JobForm, Any, YamlForm]:
+        if self.source is None:
+            default_cluster = self.clusters[0] if len(self.clusters) == 1 else ""
+            job = self.job_form(initial={"project": self.projects[0], "cluster": default_cluster})
+            roles = RoleFormSet(initial=[empty_role()], prefix=ROLE_PREFIX)
+            example = self.clusters[0] if self.clusters else "CLUSTER"
+            yaml_text = NEW_JOB_YAML.format(cluster=example)
+            return job, roles, YamlForm(initial={"yaml": yaml_text})
+        name = suggest_clone_name(self.source.name, _names_near(self.source))
+        spec = spec_of(self.source).model_copy(update={"name": name})
+        if spec.project not in self.projects:
+            spec = spec.model_copy(update={"project": self.projects[0]})
+        job = self.job_form(initial=job_initial(spec, name))
+        roles = RoleFormSet(initial=[role_initial(task) for task in spec.tasks], prefix=ROLE_PREFIX)
+        return job, roles, YamlForm(initial={"yaml": job_spec_to_yaml(spec)})
+
+    def render(self, job: JobForm, roles: Any, yaml: YamlForm, mode: str = "") -> HttpResponse:
+        context = {
+            "source": self.source,
+            "job_form": job,
+            "roles": roles,
+            "yaml_form": yaml,
+            "mode": mode or ("yaml" if self.request.GET.get("mode") == "yaml" else "form"),
+            "has_errors": job.is_bound and (bool(job.errors) or any(r.errors for r in roles)),
+            "several_projects": len(self.projects) > 1,
+            "no_clusters": not self.clusters,
+        }
+        return render(self.request, "jobs/new.html", context)
+
+    def submit_form(self) -> HttpResponse:
+        post = self.request.POST
+        if "add_role" in post or "remove_role" in post:
+            return self._edit_roles()
+        job = self.job_form(post)
+        roles = RoleFormSet(post, prefix=ROLE_PREFIX)
+        forms_valid = all([job.is_valid(), roles.is_valid()])
+
+        def invalid(errors: Mapping[str, str]) -> HttpResponse:
+            apply_spec_errors(errors, job, list(roles.forms))
+            return self.render(job, roles, self.prefilled()[2], "form")
+
+        try:
+            spec = parse_job_spec(spec_data(job, roles.forms), self.request.user)
+        except SpecInvalid as error:
+            return invalid(error.errors)
+        if not forms_valid:
+            return invalid({})
+        return self._create(spec, invalid)
+
+    def submit_yaml(self) -> HttpResponse:
+        yaml = YamlForm(self.request.POST)
+
+        def invalid(errors: Mapping[str, str]) -> HttpResponse:
+            for path, message in errors.items():
+                yaml.add_error("yaml", message if path == "yaml" else f"{path}: {message}")
+            job, roles, _ = self.prefilled()
+            return self.render(job, roles, yaml, "yaml")
+
+        if not yaml.is_valid():
+            return invalid({})
+        try:
+            spec = job_spec_from_yaml(yaml.cleaned_data["yaml"], self.request.user)
+        except SpecInvalid as error:
+            return invalid(error.errors)
+        return self._create(spec, invalid)
+
+    def _create(
+        self, spec: JobSpec, invalid: Callable[[Mapping[str, str]], HttpResponse]
+    ) -> HttpResponse:
+        """create_job checks the spec against the database again (a name taken meanwhile)."""
+        try:
+            created = create_job(self.request.user, spec, cloned_from=self.source)
+        except SpecInvalid as error:
+            return invalid(error.errors)
+        text = _("Job %(name)s created: it is Pending until the cluster reports it.")
+        messages.success(self.request, text % {"name": created.name})
+        return redirect(created)
+
+    def _edit_roles(self) -> HttpResponse:
+        """ "Add role" / "Remove role" without JavaScript: the page again, nothing typed lost."""
+        post = self.request.POST
+        values = [typed_values(form) for form in RoleFormSet(post, prefix=ROLE_PREFIX).forms]
+        if "add_role" in post:
+            values.append(empty_role())
+        elif post["remove_role"].isdigit() and len(values) > 1:
+            values.pop(min(int(post["remove_role"]), len(values) - 1))
+        job = self.job_form(initial=typed_values(self.job_form(post)))
+        roles = RoleFormSet(initial=values, prefix=ROLE_PREFIX)
+        return self.render(job, roles, self.prefilled()[2], "form")
+
+
+def _names_near(job: Job) -> list[str]:
+    """Names already used where the clone would live, for a suggestion that is free."""
+    base = job.name.rsplit("-", 1)[0]
+    same_place = Job.objects.filter(cluster=job.cluster_id, namespace=job.namespace)
+    return list(same_place.filter(name__startswith=base).values_list("name", flat=True))

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SimclusterConfig(AppConfig):
+    name = "simcluster"
+    verbose_name = "Simulated cluster"

@@ -1,0 +1,79 @@
+"""The /_sim/ control surface: the same scenarios as SimCluster's methods, over HTTP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from simcluster import errors
+from simcluster.api import Request, Response
+from simcluster.faults import FaultError
+
+if TYPE_CHECKING:
+    from simcluster.server import SimCluster
+
+Obj = dict[str, Any]
+NODE_ACTIONS = ("offline", "online", "cordon", "uncordon")
+
+
+def _json(status: int, payload: Any) -> Response:
+    return Response(status, orjson.dumps(payload))
+
+
+class ControlSurface:
+    def __init__(self, sim: SimCluster) -> None:
+        self.sim = sim
+
+    def handle(self, request: Request) -> Response:
+        parts = [p for p in request.path.split("/") if p][1:]
+        try:
+            return self._route(request.method, parts, request.body)
+        except errors.ApiError as error:
+            return Response(error.code, orjson.dumps(error.status()))
+        except (FaultError, ValueError, KeyError) as error:
+            return Response(400, orjson.dumps(errors.bad_request(str(error)).status()))
+
+    def _route(self, method: str, parts: list[str], body: bytes) -> Response:
+        if method == "GET" and parts == ["state"]:
+            return _json(200, self.sim.state())
+        if (
+            method == "POST"
+            and len(parts) == 3
+            and parts[0] == "nodes"
+            and parts[2] in NODE_ACTIONS
+        ):
+            return self._node(parts[1], parts[2])
+        if (
+            method == "POST"
+            and len(parts) == 5
+            and parts[0] == "namespaces"
+            and parts[2] == "pods"
+            and parts[4] == "kill"
+        ):
+            return _json(200, {"killed": self.sim.kill_pod(parts[1], parts[3])})
+        if parts == ["faults"] and method == "POST":
+            fault = self.sim.faults.add(orjson.loads(body or b"{}"))
+            return _json(201, {"fault": fault.describe()})
+        if parts == ["faults"] and method == "DELETE":
+            return _json(200, {"cleared": self.sim.clear_faults()})
+        if parts == ["faults"] and method == "GET":
+            return _json(200, {"faults": [f.describe() for f in self.sim.faults.active()]})
+        if method == "POST" and parts == ["compact"]:
+            return _json(200, {"compactedRevision": self.sim.compact()})
+        if method == "POST" and parts == ["advance"]:
+            seconds = float(orjson.loads(body or b"{}").get("seconds", 0))
+            self.sim.advance(seconds)
+            return _json(200, {"simulatedTime": self.sim.state()["simulatedTime"]})
+        raise errors.path_not_found()
+
+    def _node(self, name: str, action: str) -> Response:
+        if self.sim.cluster.registry.get(name) is None:
+            raise errors.not_found("nodes", "", name)
+        {
+            "offline": self.sim.node_offline,
+            "online": self.sim.node_online,
+            "cordon": self.sim.cordon,
+            "uncordon": self.sim.uncordon,
+        }[action](name)
+        return _json(200, {"node": name, "action": action})

@@ -1,0 +1,1 @@
+"""The controllers of kube-controller-manager that simcluster runs."""

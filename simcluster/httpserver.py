@@ -1,0 +1,145 @@
+"""HTTP/1.1 plumbing: bearer-token auth, the /_sim/ control surface, and fault injection on the
+Kubernetes paths."""
+
+from __future__ import annotations
+
+import hmac
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from simcluster import errors
+from simcluster.api import Request, Response
+
+if TYPE_CHECKING:
+    from simcluster.server import SimCluster
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], sim: SimCluster) -> None:
+        self.sim = sim
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, Handler)
+
+    def close_connections(self) -> None:
+        """Idle keep-alive connections would otherwise keep their threads reading forever."""
+        with self.connections_lock:
+            for connection in list(self.connections):
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    continue
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes; with Nagle on, each answer waits for an ACK.
+    disable_nagle_algorithm = True
+    server: SimHTTPServer
+    server_version = "simcluster"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            return
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        parts = urlsplit(self.path)
+        request = Request(
+            method,
+            parts.path,
+            dict(parse_qsl(parts.query, keep_blank_values=True)),
+            {k.lower(): v for k, v in self.headers.items()},
+            body,
+        )
+        if not self._authorized():
+            self._send(_error(errors.unauthorized()), method)
+        elif parts.path == "/_sim" or parts.path.startswith("/_sim/"):
+            self._send(self.server.sim.control.handle(request), method)
+        else:
+            self._serve_api(request)
+
+    def _authorized(self) -> bool:
+        header = self.headers.get("Authorization") or ""
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), self.server.sim.token.encode()
+        )
+
+    def _serve_api(self, request: Request) -> None:
+        faults = self.server.sim.faults
+        truncate = False
+        for fault in faults.active():
+            if fault.kind == "latency":
+                time.sleep(fault.latency_ms / 1000)
+            elif fault.kind == "timeout":
+                faults.hold(fault)
+                self.close_connection = True
+                return
+            elif fault.kind == "status":
+                self._send(_error(errors.injected(fault.status)), request.method)
+                return
+            elif fault.kind == "truncate":
+                truncate = True
+        response = self.server.sim.handle(request)
+        if truncate:
+            response = Response(
+                200, response.body[: max(1, len(response.body) // 2)], response.content_type
+            )
+        self._send(response, request.method)
+
+    def _send(self, response: Response, method: str) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(response.body)
+
+
+def _error(error: errors.ApiError) -> Response:
+    return Response(error.code, orjson.dumps(error.status()), headers=error.headers)

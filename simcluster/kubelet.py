@@ -1,0 +1,344 @@
+"""The kubelets of every simulated node: they run bound pods and write their status.
+
+Work is driven by pod changes (bound, marked for deletion) and by per-pod timers for the next
+container stage, so pods that are simply running cost nothing per tick.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from simcluster import errors
+from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, parse_rfc3339, rfc3339_nano
+from simcluster.containers import ContainerDriver
+from simcluster.context import Context, object_reference
+from simcluster.nodeinfo import NodeRegistry, SimNode
+from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, build_status
+from simcluster.store import Key, Version
+from simcluster.workload import Instance, behaviour_of, log_lines
+
+Obj = dict[str, Any]
+
+
+class Kubelet:
+    def __init__(self, ctx: Context, nodes: NodeRegistry) -> None:
+        self.ctx = ctx
+        self.nodes = nodes
+        self.pods: dict[str, PodRuntime] = {}
+        self.dirty: set[Key] = set()
+        self._timers: list[tuple[float, int, str]] = []
+        self._sequence = 0
+        self._writing = False
+        self.driver = ContainerDriver(self._emit, self._head_reachable, self.ctx.hex_id)
+
+    # Feeds -----------------------------------------------------------------------------------
+
+    def on_change(self, resource: str, key: Key, old: Version | None, new: Version | None) -> None:
+        if resource != "pods" or self._writing:
+            return
+        if new is None and old is not None:
+            self._forget(old.facts["_uid"])
+        elif new is not None and new.facts["spec.nodeName"]:
+            self.dirty.add(key)
+
+    @contextmanager
+    def ignoring_changes(self) -> Iterator[None]:
+        """For bulk loads of pods that already carry a kubelet-written status."""
+        self._writing = True
+        try:
+            yield
+        finally:
+            self._writing = False
+
+    def resync_node(self, node: str) -> None:
+        self.dirty.update(self.ctx.store.pods_on_node(node))
+
+    def run(self, now: float, budget: Budget = UNLIMITED) -> bool:
+        keys = set(self.dirty)
+        self.dirty.clear()
+        while self._timers and self._timers[0][0] <= now:
+            _, _, uid = heapq.heappop(self._timers)
+            runtime = self.pods.get(uid)
+            if runtime is not None:
+                runtime.queued_at = math.inf
+                keys.add(runtime.key)
+        ordered = sorted(keys)
+        for index, key in enumerate(ordered):
+            if index >= MIN_BATCH and budget.exhausted():
+                self.dirty.update(ordered[index:])
+                break
+            self.sync(key, now)
+        return bool(keys)
+
+    # Sync ------------------------------------------------------------------------------------
+
+    def sync(self, key: Key, now: float) -> None:
+        pod = self.ctx.store.get("pods", key)
+        if pod is None:
+            return
+        node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        if node is None or not node.online:
+            return
+        runtime = self._runtime_for(pod, node, now)
+        if "deletionTimestamp" in pod["metadata"] and not runtime.deleting:
+            runtime.stop_deadline = parse_rfc3339(pod["metadata"]["deletionTimestamp"])
+            self.driver.begin_stop(runtime, now)
+        for container in runtime.containers:
+            self.driver.replay(runtime, container, node, now)
+        self._settle_phase(runtime, node)
+        self._publish(runtime, pod, node, now)
+
+    def _runtime_for(self, pod: Obj, node: SimNode, now: float) -> PodRuntime:
+        uid = pod["metadata"]["uid"]
+        runtime = self.pods.get(uid)
+        if runtime is None:
+            runtime = self._admit(pod, node, now)
+            self.pods[uid] = runtime
+        return runtime
+
+    def _admit(self, pod: Obj, node: SimNode, now: float) -> PodRuntime:
+        meta, spec = pod["metadata"], pod["spec"]
+        containers = [
+            ContainerRuntime(
+                c["name"],
+                c["image"],
+                c.get("imagePullPolicy", "IfNotPresent"),
+                behaviour_of(c),
+                until=now + 1.0,
+            )
+            for c in spec["containers"]
+        ]
+        runtime = PodRuntime(
+            meta["uid"],
+            meta["namespace"],
+            meta["name"],
+            node.name,
+            spec.get("restartPolicy", "Always"),
+            containers,
+            now,
+            node.internal_ip,
+        )
+        status = pod.get("status") or {}
+        if status.get("containerStatuses"):
+            self._adopt(runtime, status, node)
+        return runtime
+
+    def _adopt(self, runtime: PodRuntime, status: Obj, node: SimNode) -> None:
+        """Takes over a pod whose status was written elsewhere (bulk-loaded pods)."""
+        runtime.started_at = parse_rfc3339(status.get("startTime") or "1970-01-01T00:00:00Z")
+        runtime.pod_ip = status.get("podIP", "")
+        runtime.sandbox_ready = bool(runtime.pod_ip)
+        if runtime.pod_ip:
+            node.used_ips.add(runtime.pod_ip)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            runtime.terminal_phase = status["phase"]
+        by_name = {s["name"]: s for s in status["containerStatuses"]}
+        for container in runtime.containers:
+            reported = by_name.get(container.name) or {}
+            running = (reported.get("state") or {}).get("running")
+            container.restart_count = reported.get("restartCount", 0)
+            container.image_id, container.resolved_image = (
+                reported.get("imageID", ""),
+                reported.get("image", ""),
+            )
+            if running:
+                started = parse_rfc3339(running["startedAt"])
+                container.instances = [
+                    Instance(reported.get("containerID", ""), started, runtime.pod_ip)
+                ]
+                container.stage, container.until = (
+                    Stage.RUNNING,
+                    started + container.behaviour.seconds,
+                )
+            elif runtime.terminal_phase:
+                container.stage, container.until = Stage.DONE, math.inf
+
+    def _settle_phase(self, runtime: PodRuntime, node: SimNode) -> None:
+        """Once a pod that will not restart has finished, its phase is final and its IP freed."""
+        if runtime.terminal_phase or runtime.restart_policy == "Always" or not runtime.finished():
+            return
+        codes = [c.current.exit_code if c.current else 1 for c in runtime.containers]
+        runtime.terminal_phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
+        node.release_ip(runtime.pod_ip)
+
+    def _publish(self, runtime: PodRuntime, pod: Obj, node: SimNode, now: float) -> None:
+        if runtime.deleting and runtime.finished():
+            if not runtime.terminal_phase:
+                codes = [c.current.exit_code if c.current else 137 for c in runtime.containers]
+                runtime.terminal_phase = (
+                    "Succeeded" if all(code == 0 for code in codes) else "Failed"
+                )
+            pod["status"] = build_status(runtime, pod.get("status") or {}, now)
+            pod["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._write(pod)
+            node.release_ip(runtime.pod_ip)
+            self._forget(runtime.uid)
+            return
+        status = build_status(runtime, pod.get("status") or {}, now)
+        if status != pod.get("status"):
+            pod["status"] = status
+            self._write(pod)
+        self._schedule(runtime)
+
+    def _write(self, pod: Obj) -> None:
+        self._writing = True
+        try:
+            self.ctx.store.update("pods", pod)
+        finally:
+            self._writing = False
+
+    def _schedule(self, runtime: PodRuntime) -> None:
+        wake = runtime.next_event()
+        if wake < runtime.queued_at:
+            runtime.queued_at = wake
+            self._sequence += 1
+            heapq.heappush(self._timers, (wake, self._sequence, runtime.uid))
+
+    def _forget(self, uid: str) -> None:
+        runtime = self.pods.pop(uid, None)
+        node = self.nodes.get(runtime.node) if runtime else None
+        if runtime is not None and node is not None and not runtime.terminal_phase:
+            node.release_ip(runtime.pod_ip)
+
+    # Collaborators ---------------------------------------------------------------------------
+
+    def _emit(
+        self,
+        runtime: PodRuntime,
+        container: ContainerRuntime | None,
+        type_: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        pod = {
+            "metadata": {"name": runtime.name, "namespace": runtime.namespace, "uid": runtime.uid}
+        }
+        field_path = f"spec.containers{{{container.name}}}" if container else ""
+        involved = object_reference("pods", pod, field_path)
+        self.ctx.events.record(involved, type_, reason, message, "kubelet", runtime.node)
+
+    def _head_reachable(self, runtime: PodRuntime, host: str) -> bool:
+        """A Ray head is reachable when a Running, Ready pod answers to the host name."""
+        labels = host.split(".")
+        namespace = (
+            labels[2]
+            if len(labels) > 2 and self.ctx.store.get_version("namespaces", ("", labels[2]))
+            else runtime.namespace
+        )
+        for key, version in self.ctx.store.versions("pods", namespace):
+            facts = version.facts
+            named = facts["_hostname"] == labels[0] and (
+                len(labels) < 2 or facts["_subdomain"] == labels[1]
+            )
+            matched = named or key[1].startswith(labels[0]) or facts["status.podIP"] == host
+            if (
+                matched
+                and key != runtime.key
+                and facts["status.phase"] == "Running"
+                and facts["_ready"]
+            ):
+                return True
+        return False
+
+    # Control surface -------------------------------------------------------------------------
+
+    def kill(self, key: Key, container_name: str | None, now: float) -> list[str]:
+        """Kills running containers as an outside SIGKILL would: exit 137, reason Error."""
+        pod = self.ctx.store.get("pods", key)
+        if pod is None:
+            raise errors.not_found("pods", "", key[1])
+        self.sync(key, now)
+        runtime = self.pods.get(pod["metadata"]["uid"])
+        node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        if runtime is None or node is None or not node.online:
+            return []
+        killed = []
+        for container in runtime.containers:
+            if container.stage is Stage.RUNNING and container_name in (None, container.name):
+                self.driver.exit(runtime, container, now, 137, "Error", "killed")
+                killed.append(container.name)
+        fresh = self.ctx.store.get("pods", key)
+        if fresh is not None:
+            self._settle_phase(runtime, node)
+            self._publish(runtime, fresh, node, now)
+        return killed
+
+    def read_log(self, pod: Obj, query: Mapping[str, str]) -> str:
+        """The `log` subresource, with the kubelet's refusals for containers that never ran."""
+        name, spec = pod["metadata"]["name"], pod["spec"]
+        container_name = self._log_container(name, spec, query.get("container", ""))
+        node = self.nodes.get(spec.get("nodeName", ""))
+        if node is None:
+            return ""
+        if not node.online:
+            url = f"https://{node.internal_ip}:10250/containerLogs/{pod['metadata']['namespace']}/{name}/{container_name}"
+            raise errors.ApiError(
+                500,
+                "InternalError",
+                f'Get "{url}": dial tcp {node.internal_ip}:10250: connect: no route to host',
+            )
+        now = self.ctx.now()
+        runtime = self._runtime_for(pod, node, now)
+        container = next(c for c in runtime.containers if c.name == container_name)
+        instance = self._log_instance(name, container, query.get("previous") in ("true", "1"))
+        return _format_log(container, instance, now, query)
+
+    def _log_container(self, pod_name: str, spec: Obj, wanted: str) -> str:
+        names = [c["name"] for c in spec.get("containers") or []]
+        if wanted:
+            if wanted not in names:
+                raise errors.bad_request(f"container {wanted} is not valid for pod {pod_name}")
+            return wanted
+        if len(names) != 1:
+            raise errors.bad_request(
+                f"a container name must be specified for pod {pod_name}, "
+                f"choose one of: [{' '.join(names)}]"
+            )
+        return names[0]
+
+    def _log_instance(self, pod_name: str, container: ContainerRuntime, previous: bool) -> Instance:
+        if previous:
+            earlier = (
+                container.current
+                if container.stage is Stage.CRASH_BACKOFF
+                else container.last_terminated
+            )
+            if earlier is None:
+                raise errors.bad_request(
+                    f'previous terminated container "{container.name}" '
+                    f'in pod "{pod_name}" not found'
+                )
+            return earlier
+        if container.current is not None:
+            return container.current
+        waiting = {
+            Stage.PULL_ERROR: "image can't be pulled",
+            Stage.PULL_BACKOFF: "trying and failing to pull image",
+        }.get(container.stage, "ContainerCreating")
+        raise errors.bad_request(
+            f'container "{container.name}" in pod "{pod_name}" is waiting to start: {waiting}'
+        )
+
+
+def _format_log(
+    container: ContainerRuntime, instance: Instance, now: float, query: Mapping[str, str]
+) -> str:
+    tail = int(query["tailLines"]) if query.get("tailLines") else None
+    lines = log_lines(container.behaviour, instance, now, tail)
+    if query.get("sinceSeconds"):
+        since = now - int(query["sinceSeconds"])
+        lines = [line for line in lines if line[0] >= since]
+    elif query.get("sinceTime"):
+        since = parse_rfc3339(query["sinceTime"])
+        lines = [line for line in lines if line[0] >= since]
+    if tail is not None:
+        lines = lines[-tail:] if tail > 0 else []
+    stamp = query.get("timestamps") in ("true", "1")
+    text = "".join(f"{rfc3339_nano(at)} {line}\n" if stamp else f"{line}\n" for at, line in lines)
+    if query.get("limitBytes"):
+        text = text.encode()[: int(query["limitBytes"])].decode(errors="ignore")
+    return text

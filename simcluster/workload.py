@@ -1,0 +1,204 @@
+"""What a simulated container does, decided by its command line, and what it prints.
+
+`sim run 30`, `sim crash 20 3`, `sim oom 15`, `sim hang`, `sim ray-head`, `sim ray-worker HOST`;
+any other command is a long-running process (a trainer, a server) that never exits on its own.
+Log lines are derived from the instance's start time and the clock, so nothing is stored per line.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from simcluster.objects import fnv32a
+
+Obj = dict[str, Any]
+STEP_SECONDS = 5.0
+RAY_CHECK_FIRST = 3.0
+RAY_CHECK_EVERY = 5.0
+MAX_LOG_LINES = 10_000
+
+
+class Kind(StrEnum):
+    RUN = "run"
+    CRASH = "crash"
+    OOM = "oom"
+    HANG = "hang"
+    RAY_HEAD = "ray-head"
+    RAY_WORKER = "ray-worker"
+    SERVE = "serve"
+    USAGE = "usage"
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    kind: Kind
+    seconds: float = math.inf
+    exit_code: int = 0
+    head_host: str = ""
+    command: str = ""
+
+    @property
+    def exit_reason(self) -> str:
+        if self.kind is Kind.OOM:
+            return "OOMKilled"
+        return "Completed" if self.exit_code == 0 else "Error"
+
+
+def behaviour_of(container: Obj) -> Behaviour:
+    argv = [str(a) for a in (container.get("command") or [])] + [
+        str(a) for a in (container.get("args") or [])
+    ]
+    command = shlex.join(argv) if argv else f"<entrypoint of {container.get('image', '')}>"
+    if not argv or argv[0] != "sim":
+        return Behaviour(Kind.SERVE, command=command)
+    try:
+        return _parse_sim(argv[1:], command)
+    except (ValueError, IndexError):
+        return Behaviour(Kind.USAGE, seconds=0.0, exit_code=2, command=command)
+
+
+def _parse_sim(args: list[str], command: str) -> Behaviour:
+    verb = args[0]
+    if verb == "run":
+        return Behaviour(Kind.RUN, float(args[1]), 0, command=command)
+    if verb == "crash":
+        code = int(args[2]) if len(args) > 2 else 1
+        return Behaviour(Kind.CRASH, float(args[1]), code or 1, command=command)
+    if verb == "oom":
+        return Behaviour(Kind.OOM, float(args[1]) if len(args) > 1 else 10.0, 137, command=command)
+    if verb == "hang":
+        return Behaviour(Kind.HANG, command=command)
+    if verb == "ray-head":
+        return Behaviour(Kind.RAY_HEAD, command=command)
+    if verb == "ray-worker":
+        return Behaviour(Kind.RAY_WORKER, head_host=args[1], exit_code=1, command=command)
+    raise ValueError(verb)
+
+
+@dataclass
+class Instance:
+    """One container run: what the runtime calls a container, with its own ID and logs."""
+
+    container_id: str
+    started_at: float
+    pod_ip: str = ""
+    finished_at: float | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    cause: str = ""
+    notes: list[tuple[float, str]] = field(default_factory=list)
+
+
+def banner(behaviour: Behaviour, instance: Instance) -> list[str]:
+    kind, ip = behaviour.kind, instance.pod_ip
+    if kind is Kind.RUN:
+        return [
+            f"[sim] {behaviour.command}",
+            f"[sim] working for {behaviour.seconds:g}s, then exiting 0",
+        ]
+    if kind is Kind.CRASH:
+        return [
+            f"[sim] {behaviour.command}",
+            f"[sim] working for {behaviour.seconds:g}s, "
+            f"then failing with exit code {behaviour.exit_code}",
+        ]
+    if kind is Kind.OOM:
+        return [f"[sim] {behaviour.command}", "[sim] allocating memory without bound"]
+    if kind is Kind.HANG:
+        return [f"[sim] {behaviour.command}", "[sim] waiting forever"]
+    if kind is Kind.RAY_HEAD:
+        return [
+            "Usage stats collection is disabled.",
+            f"Local node IP: {ip}",
+            "--------------------",
+            "Ray runtime started.",
+            "--------------------",
+            f"To add another node to this Ray cluster, run\n  ray start --address='{ip}:6379'",
+        ]
+    if kind is Kind.RAY_WORKER:
+        return [
+            f"Local node IP: {ip}",
+            f"Connecting to existing Ray cluster at address: {behaviour.head_host}:6379...",
+        ]
+    if kind is Kind.USAGE:
+        return [
+            f"sim: cannot understand {behaviour.command!r}",
+            "usage: sim run SECONDS | sim crash SECONDS [CODE] | sim oom SECONDS | sim hang | "
+            "sim ray-head | sim ray-worker HOST",
+        ]
+    return [
+        f"+ {behaviour.command}",
+        "loading configuration",
+        "initialising model and optimizer",
+        "starting training loop",
+    ]
+
+
+def step_line(behaviour: Behaviour, number: int) -> str:
+    """A plausible, deterministic progress line for step `number`."""
+    noise = (fnv32a(f"{behaviour.command}:{number}".encode()) % 1000) / 20000
+    loss = 2.5 * math.exp(-number / 400) + 0.3 + noise
+    if behaviour.kind is Kind.OOM:
+        return f"step {number} allocated {number * 1.5:.1f} GiB"
+    return f"step {number} loss={loss:.4f} lr=3.0e-04 throughput={1200 + number % 50} samples/s"
+
+
+def final_lines(behaviour: Behaviour, instance: Instance) -> list[str]:
+    cause = instance.cause
+    if cause == "sigterm":
+        return ["received SIGTERM, shutting down"]
+    if cause in ("killed", "oom"):
+        return []
+    if cause == "head":
+        host = behaviour.head_host
+        return [
+            f"Failed to connect to GCS at address {host}:6379 within 3 seconds.",
+            f"RuntimeError: cannot reach the Ray head at {host}:6379: connection refused",
+        ]
+    if behaviour.kind is Kind.RUN:
+        return [f"[sim] finished after {behaviour.seconds:g}s, exiting 0"]
+    if behaviour.kind is Kind.CRASH:
+        return [
+            "Traceback (most recent call last):",
+            '  File "/app/train.py", line 142, in <module>',
+            "    main()",
+            '  File "/app/train.py", line 97, in main',
+            "    raise RuntimeError(reason)",
+            f"RuntimeError: simulated failure, exiting with code {behaviour.exit_code}",
+        ]
+    return []
+
+
+def prints_steps(behaviour: Behaviour) -> bool:
+    return behaviour.kind in (Kind.RUN, Kind.CRASH, Kind.OOM, Kind.SERVE)
+
+
+def log_lines(
+    behaviour: Behaviour, instance: Instance, now: float, tail: int | None = None
+) -> list[tuple[float, str]]:
+    """Every line the instance printed up to `now`, oldest first, at most MAX_LOG_LINES."""
+    end = instance.finished_at if instance.finished_at is not None else now
+    start = instance.started_at
+    head = [(start, line) for text in banner(behaviour, instance) for line in text.split("\n")]
+    steps: list[tuple[float, str]] = []
+    if prints_steps(behaviour):
+        count = int(max(0.0, end - start) // STEP_SECONDS)
+        keep = min(count, tail if tail is not None else MAX_LOG_LINES, MAX_LOG_LINES)
+        steps = [
+            (start + n * STEP_SECONDS, step_line(behaviour, n))
+            for n in range(count - keep + 1, count + 1)
+        ]
+    tail_lines = (
+        [(end, line) for line in final_lines(behaviour, instance)]
+        if instance.finished_at is not None
+        else []
+    )
+    lines = sorted(
+        head + steps + [n for n in instance.notes if n[0] <= end] + tail_lines,
+        key=lambda item: item[0],
+    )
+    return lines[-MAX_LOG_LINES:]

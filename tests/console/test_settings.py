@@ -1,0 +1,76 @@
+"""Settings come from the environment; a bad value stops start-up with the variable's name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from console.settings import ConfigError, database_from_url, env_bool, env_int
+
+
+def start(**environ: str) -> subprocess.CompletedProcess[str]:
+    """Loads the settings in a fresh interpreter, as a process start-up would."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINYARD_")} | environ
+    code = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_it_starts_on_the_embedded_defaults() -> None:
+    assert start().stdout.strip() == "True"
+
+
+def test_it_refuses_to_start_without_a_secret_key_when_not_debugging() -> None:
+    result = start(TRAINYARD_DEBUG="false")
+    assert result.returncode != 0
+    assert "TRAINYARD_SECRET_KEY is required" in result.stderr
+
+
+def test_it_starts_in_production_mode_with_a_secret_key_file(tmp_path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s3cr3t-" * 8 + "\n")
+    result = start(TRAINYARD_DEBUG="false", TRAINYARD_SECRET_KEY_FILE=str(secret))
+    assert result.stdout.strip() == "False", result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TRAINYARD_DEBUG", "yes", "TRAINYARD_DEBUG must be true, false, 1 or 0, not 'yes'"),
+        ("TRAINYARD_SYNC_INTERVAL", "ten", "TRAINYARD_SYNC_INTERVAL must be a whole number"),
+        ("TRAINYARD_SYNC_INTERVAL", "0", "TRAINYARD_SYNC_INTERVAL must be at least 1"),
+        ("DATABASE_URL", "mysql://x/y", "DATABASE_URL must start with postgres:// or sqlite://"),
+    ],
+)
+def test_a_bad_value_is_a_clear_startup_error(name: str, value: str, message: str) -> None:
+    result = start(**{name: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_helpers_parse_strictly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_FLAG", "1")
+    monkeypatch.setenv("X_COUNT", "12")
+    assert env_bool("X_FLAG", False) is True
+    assert env_int("X_COUNT", 3) == 12
+    monkeypatch.setenv("X_FLAG", "on")
+    with pytest.raises(ConfigError):
+        env_bool("X_FLAG", False)
+
+
+def test_database_urls() -> None:
+    assert database_from_url("postgres://u:p%40ss@db:5433/ty") | {} == {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "ty",
+        "USER": "u",
+        "PASSWORD": "p@ss",
+        "HOST": "db",
+        "PORT": "5433",
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+    }
+    assert database_from_url("sqlite:////tmp/x.sqlite3")["NAME"] == "/tmp/x.sqlite3"
