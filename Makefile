@@ -32,7 +32,7 @@ bench: $(STAMP)
 	$(PYTHON) -m bench
 
 browsers:
-	@scripts/ensure-chromium
+	@scripts/ensure-test-tools
 
 clean:
 	rm -rf $(VENV) var

@@ -30,9 +30,9 @@ class ClusterAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     readonly_fields = ["reachable", "message", "last_synced_at", "last_attempt_at", "created_at"]
 
-    def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> list[str]:
-        fields = ["name", "context", "namespace", *self.readonly_fields]
-        return fields if obj else ["kubeconfig", *fields]
+    def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
+        fields = ("name", "context", "namespace", *self.readonly_fields)
+        return fields if obj else ("kubeconfig", *fields)
 
 
 @admin.register(Node)
@@ -69,8 +69,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["user", "name", "created_at", "last_used_at"]
     list_select_related = ["user"]
     search_fields = ["user__username", "name"]
-    fields = ["user", "name", "created_at", "last_used_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("user", "name", "created_at", "last_used_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from console.kube import JOB_LABEL, MANAGED_SELECTOR, kubeconfig
@@ -412,10 +413,12 @@ def record(
         return written + _record_tasks(job, outcome, now)
 
 
-def pending_operations(job_ids: Iterable[int]) -> dict[int, list[PendingOperation]]:
-    """The accepted Operations of these Jobs, by Job (one query)."""
+def pending_operations(jobs: Q) -> dict[int, list[PendingOperation]]:
+    """The accepted Operations of the Jobs matching `jobs` (a Q on the Job), by Job; one query."""
     by_job: dict[int, list[PendingOperation]] = defaultdict(list)
-    rows = Operation.objects.filter(job_id__in=list(job_ids), result=Operation.Result.ACCEPTED)
+    rows = Operation.objects.filter(result=Operation.Result.ACCEPTED, job__isnull=False).filter(
+        jobs
+    )
     for pk, job_id, message in rows.values_list("pk", "job_id", "message"):
         by_job[job_id].append(PendingOperation(pk, job_id, message))
     return by_job
@@ -468,6 +471,6 @@ def reconcile_job(job_id: int) -> None:
         outcome = apply_job(gateway, plan(job, observe_job(gateway, job), blocked))
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         outcome = Outcome(unreachable=f"Cluster {cluster.name}: {error}")
-    operations = pending_operations([job.pk]).get(job.pk, [])
+    operations = pending_operations(Q(job_id=job.pk)).get(job.pk, [])
     record(job, outcome, operations, blocked, now)
     logger.info("reconciled job %s: %s writes, %s", job.pk, outcome.writes, outcome.error_message)

@@ -201,7 +201,7 @@ def load_state(cluster: Cluster) -> State:
         instances={row[1]: row for row in raw_rows(instances.values_list(*INSTANCE_FIELDS))},
         nodes={row[1]: row for row in nodes},
         addons={row[1]: row for row in addons},
-        operations=reconcile.pending_operations(job.pk for job in jobs),
+        operations=reconcile.pending_operations(Q(job__cluster_id=cluster.pk)),
     )
 
 

@@ -20,7 +20,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class TaskInline(admin.TabularInline):
     model = Task
     extra = 0
-    fields = [
+    fields = readonly_fields = (
         "role",
         "kind",
         "desired_replicas",
@@ -28,8 +28,7 @@ class TaskInline(admin.TabularInline):
         "phase",
         "message",
         "observed_at",
-    ]
-    readonly_fields = fields
+    )
     can_delete = False
 
 

@@ -145,7 +145,7 @@ def _refusal(action: Action, phase: JobPhase, stopped: bool) -> str:
         )
     if phase == JobPhase.SUCCEEDED:
         return gettext(
-            "A Succeeded Job is terminal: it cannot be stoped. Clone it to run it again."
+            "A Succeeded Job is terminal: it cannot be stopped. Clone it to run it again."
         )
     if phase == JobPhase.FAILED and action == Action.RESUME:
         return gettext(

@@ -7,7 +7,6 @@ and the attention list is one filtered query plus one aggregate over the Workers
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,14 +14,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
-from django_htmx.middleware import HtmxDetails
 
 from console.models import Cluster
+from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import Freshness, is_stale, job_freshness
 from jobs.access import User, jobs_for
 from jobs.choices import Action, JobPhase, PodPhase
@@ -46,26 +45,6 @@ ATTENTION_FIELDS = (
     "cluster__reachable",
     "cluster__last_synced_at",
 )
-
-
-class HtmxHttpRequest(HttpRequest):
-    """A request that went through django-htmx's middleware (for type checking)."""
-
-    htmx: HtmxDetails
-
-
-def fragment_version(*facts: object) -> str:
-    """A short digest of what a refreshed fragment would show; the fragment sends it back as `v`.
-
-    Facts must be plain values (no lazy translations or model instances: their repr is not stable).
-    """
-    return hashlib.blake2b(repr(facts).encode(), digest_size=8).hexdigest()
-
-
-def unchanged(request: HtmxHttpRequest, version: str) -> bool:
-    """True for a polling request whose fragment would render exactly what the page already has:
-    such a request is answered 204 (htmx swaps nothing) without rendering."""
-    return bool(request.htmx) and request.GET.get("v") == version
 
 
 def age_words(moment: datetime | None, now: datetime) -> str:

@@ -22,7 +22,8 @@ def database_url() -> str:
     db = connection.settings_dict
     if db["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    credentials = f"{db['USER']}:{db['PASSWORD']}"
+    return f"postgres://{credentials}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture

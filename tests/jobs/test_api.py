@@ -362,7 +362,7 @@ def test_a_refused_operation_is_409_and_schedules_nothing(
         response = call("post", f"/jobs/{job.pk}/stop", alice)
     assert response.status_code == 409
     assert response.json() == {
-        "message": "A Succeeded Job is terminal: it cannot be stoped. Clone it to run it again."
+        "message": "A Succeeded Job is terminal: it cannot be stopped. Clone it to run it again."
     }
     assert callbacks == []
     delay.assert_not_called()

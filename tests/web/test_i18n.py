@@ -376,7 +376,7 @@ def test_it_words_spec_errors_of_the_create_form_in_chinese(
     assert response.status_code == 200
     assert "Job 未创建：请修正下方标出的字段。" in html
     assert "Job 名称 &#x27;Bad_Name&#x27; 无效：只能使用小写字母、数字和 &#x27;-&#x27;" in html
-    assert "必须填写镜像。" in html
+    assert "镜像为必填项。" in html
     assert "CPU：请求量必须大于 0。" in html
 
 

@@ -11,12 +11,12 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from console.polling import HtmxHttpRequest
 from jobs.access import User, get_job_for_user
 from jobs.choices import JobPhase
 from jobs.forms import DeleteForm
 from jobs.models import Job
 from jobs.operations import OperationRefused, delete_job, resume_job, stop_job
-from jobs.views.jobs.common import HtmxHttpRequest
 
 
 @login_required

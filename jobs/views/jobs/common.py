@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime
-
-from django.http import HttpRequest
-from django_htmx.middleware import HtmxDetails
 
 from console import status
 from console.models import Cluster
@@ -15,10 +11,6 @@ from jobs.access import User, projects_for
 from jobs.models import Job
 
 POLL_SECONDS = 5
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 @dataclass(frozen=True)
@@ -44,11 +36,6 @@ def cluster_state(cluster: Cluster, now: datetime) -> ClusterState:
 def can_operate(user: User, job: Job) -> bool:
     """Members operate on their project's Jobs; viewers only look (jobs.access decides)."""
     return projects_for(user, write=True).filter(pk=job.project_id).exists()
-
-
-def version_of(*parts: object) -> str:
-    """A short fingerprint of what a fragment shows: equal fingerprints, equal fragments."""
-    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
 
 
 def minute_of(now: datetime) -> int:

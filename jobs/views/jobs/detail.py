@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster, Node
+from console.polling import HtmxHttpRequest, fragment_version
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.forms import DeleteForm
@@ -25,11 +26,9 @@ from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, Task
 from jobs.views.jobs.common import (
     POLL_SECONDS,
     ClusterState,
-    HtmxHttpRequest,
     can_operate,
     cluster_state,
     minute_of,
-    version_of,
 )
 from workers.models import PodInstance, Worker
 
@@ -72,7 +71,7 @@ def _job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     actions = _actions(request, job)
     diagnosis, capped = _diagnosis(job, cluster, tasks, operator)
     terminal = job.phase in JOB_TERMINAL
-    version = version_of(
+    version = fragment_version(
         _job_key(job), cluster, [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
         sorted(actions), minute_of(now),

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from console.models import Cluster
+from console.polling import HtmxHttpRequest
 from jobs.access import get_job_for_user, projects_for
 from jobs.forms import (
     ROLE_PREFIX,
@@ -38,7 +39,6 @@ from jobs.spec import (
     parse_job_spec,
     spec_of,
 )
-from jobs.views.jobs.common import HtmxHttpRequest
 
 NEW_JOB_YAML = """\
 name: my-job

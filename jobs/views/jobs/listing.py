@@ -19,15 +19,14 @@ from django.utils.translation import gettext
 
 from console import status
 from console.models import Cluster
+from console.polling import HtmxHttpRequest, fragment_version
 from jobs.access import jobs_for, projects_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
 from jobs.views.jobs.common import (
     POLL_SECONDS,
-    HtmxHttpRequest,
     cluster_state,
     minute_of,
-    version_of,
 )
 
 PAGE_SIZE = 50
@@ -60,7 +59,7 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     )
     now = timezone.now()
     rows = _rows(page, now)
-    version = version_of(
+    version = fragment_version(
         page.paginator.count,
         page.number,
         sorted(filters.items()),

@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster, Node
+from console.polling import HtmxHttpRequest, fragment_version
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.models import Job, Task
-from jobs.views.jobs.common import POLL_SECONDS, HtmxHttpRequest, minute_of, version_of
+from jobs.views.jobs.common import POLL_SECONDS, minute_of
 from workers.models import PodInstance, Worker
 
 WORKERS_PAGE = 50
@@ -73,7 +74,7 @@ def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str
     )
     summary = _summary(task)
     terminal = job.phase in JOB_TERMINAL or task.phase in TASK_TERMINAL
-    version = version_of(
+    version = fragment_version(
         task.observed_at, task.phase, job.cluster.last_synced_at, minute_of(now), summary,
         page.number, only, [_row_key(row) for row in rows],
         [(row.instance.pk, row.instance.phase, row.instance.restart_count, row.gone)
