@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from console.kube.kubeconfig import KubeconfigRejected, validate_kubeconfig
 from console.models import Addon, ApiToken, Cluster, Membership, Node, Project
 
 
@@ -21,10 +25,29 @@ class ProjectAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
 
 
+class ClusterForm(forms.ModelForm):
+    """Refuses, at entry, a kubeconfig that could run code or read files on the console's host."""
+
+    class Meta:
+        model = Cluster
+        fields = ("name", "kubeconfig", "context", "namespace")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if "kubeconfig" in self.fields and cleaned.get("kubeconfig"):
+            try:
+                validate_kubeconfig(cleaned["kubeconfig"], cleaned.get("context", ""))
+            except KubeconfigRejected as rejected:
+                self.add_error("kubeconfig", str(rejected))
+        return cleaned
+
+
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    """The kubeconfig can be replaced here but is never shown back."""
+    """The kubeconfig is entered when the cluster is added (or with `add_cluster`, which also
+    replaces it) and is never shown back."""
 
+    form = ClusterForm
     list_display = ["name", "reachable", "last_synced_at", "last_attempt_at", "message"]
     list_filter = ["reachable"]
     search_fields = ["name"]

@@ -125,8 +125,13 @@ DATABASES = {
     "default": database_from_url(env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'trainyard.sqlite3'}"))
 }
 if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
-    # Several processes (web, worker, beat) share the file: wait for locks instead of failing.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # Several processes (web, worker, beat) share the file: WAL lets readers go on while one
+    # writes, and writers wait for the lock instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
     # A file, not memory, so that the tests' Celery worker process can open the same database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
