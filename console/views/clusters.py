@@ -102,23 +102,6 @@ def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
     return _respond(request, "console/clusters.html", context, clusters)
 
 
-NODE_FIELDS = (
-    "pk",
-    "cluster_id",
-    "cluster__name",
-    "name",
-    "phase",
-    "unschedulable",
-    "gpu_capacity",
-    "gpu_allocated",
-    "cpu_capacity",
-    "memory_capacity",
-    "last_heartbeat_at",
-    "message",
-    "observed_at",
-)
-
-
 def _with_memory(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "memory": memory_words(row["memory_capacity"])}
 

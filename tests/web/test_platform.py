@@ -129,8 +129,8 @@ def test_it_shows_reachability_sync_times_the_error_and_counts(
     html = get(client, alice, "/clusters/")
     good, bad = row(html, "cluster", "gpu-a"), row(html, "cluster", "gpu-b")
     assert re.findall(r'<td class="num">(?:<a [^>]*>)?(\d+)', good) == ["2", "1", "2", "1"]
-    assert 'data-status="Online"' in good and "reachable" in good and "stale" not in good
-    assert 'data-status="Offline"' in bad and "unreachable" in bad
+    assert 'data-status="Reachable"' in good and "reachable" in good and "stale" not in good
+    assert 'data-status="Unreachable"' in bad and "unreachable" in bad
     assert 'class="stale"' in bad and "connection refused" in bad
     assert "2026-03-02 11:59:57" in bad  # the last attempt, in the user's zone (UTC here)
 
