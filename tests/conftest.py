@@ -75,3 +75,14 @@ def olga(db: None) -> User:
 def cluster(db: None) -> Cluster:
     """A registered cluster that nothing answers for (tests that need one use simcluster)."""
     return Cluster.objects.create(name="gpu-a", kubeconfig=KUBECONFIG, namespace="default")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No test may skip, here or in CI: a skipped test fails the run."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    skipped = reporter.stats.get("skipped", [])
+    if skipped and exitstatus == 0:
+        reporter.write_line(f"{len(skipped)} test(s) skipped: the suite allows none.", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
