@@ -1,0 +1,350 @@
+"""What changed: the snapshot compared in memory with the loaded rows, for Tasks, Workers and
+Jobs (spec §Task status, §Job status), pod instances, Nodes, Add-ons and Workflows. Only the
+rows whose facts differ become `Changes`; nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from console import reconcile
+from console.kube.derive import TaskView, addon_view, gpus_by_node, task_view
+from console.kube.gateway import Snapshot
+from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
+from console.kube.problems import pod_reason
+from console.models import Addon, Node
+from console.reconcile import JobRow, TaskRow
+from console.sync_rows import (
+    ADDON_FACTS,
+    BATCH,
+    INSTANCE_FACTS,
+    NODE_FACTS,
+    WORKER_FACTS,
+    Changes,
+    JobChange,
+    State,
+)
+from jobs.choices import (
+    JOB_TERMINAL,
+    TASK_TERMINAL,
+    WORKFLOW_TERMINAL,
+    JobPhase,
+    PodPhase,
+    TaskKind,
+)
+from jobs.lifecycle import TaskState, job_message, job_phase, workflow_phase
+from jobs.models import Job, Task, Workflow
+from workers.models import PodInstance, Worker
+
+
+@dataclass
+class Index:
+    """The snapshot, indexed for the derivations."""
+
+    workloads: dict[int, list[WorkloadObs]]
+    pods: dict[int, list[PodObs]]
+    nodes: dict[str, NodeObs]
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> Index:
+        workloads: dict[int, list[WorkloadObs]] = defaultdict(list)
+        items: list[WorkloadObs] = [*snapshot.statefulsets, *snapshot.batch_jobs]
+        for item in items:
+            if item.owner.task_id is not None:
+                workloads[item.owner.task_id].append(item)
+        pods: dict[int, list[PodObs]] = defaultdict(list)
+        for pod in snapshot.pods:
+            if pod.owner.task_id is not None:
+                pods[pod.owner.task_id].append(pod)
+        return cls(workloads, pods, {node.name: node for node in snapshot.nodes})
+
+
+def _current_workload(job: JobRow, task: TaskRow, index: Index) -> WorkloadObs | None:
+    name = f"{job.name}-{task.role}"
+    for item in index.workloads.get(task.pk, ()):
+        if (item.owner.job_id, item.owner.run, item.kind, item.name) == (
+            job.pk, job.run, task.kind, name,
+        ):  # fmt: skip
+            return item
+    return None
+
+
+def _current_pods(job: JobRow, task: TaskRow, index: Index) -> list[PodObs]:
+    return [
+        pod
+        for pod in index.pods.get(task.pk, ())
+        if pod.owner.job_id == job.pk and pod.owner.run == job.run
+    ]
+
+
+def _view(job: JobRow, task: TaskRow, index: Index, pods: list[PodObs]) -> TaskView:
+    """Terminal Task phases are sticky: a finished batch Job whose object was removed keeps its
+    result instead of falling back to Pending."""
+    workload = _current_workload(job, task, index)
+    if task.phase in TASK_TERMINAL and workload is None:
+        return TaskView(task.phase, task.ready_replicas, task.message)
+    view = task_view(TaskKind(task.kind), job.stopped, workload, pods, index.nodes)
+    if task.phase in TASK_TERMINAL:
+        return TaskView(task.phase, view.ready_replicas, view.message)
+    return view
+
+
+def _worker_facts(pod: PodObs, index: Index, last_phase: str | None) -> tuple[Any, ...]:
+    """Phase Unknown keeps the pod's last known phase (docs/decisions.md)."""
+    reason, message = pod_reason(pod, index.nodes)
+    phase = pod.phase or last_phase or PodPhase.PENDING
+    return (
+        pod.uid, pod.node_name, pod.pod_ip, str(phase), pod.ready, reason, message,
+        pod.restart_count,
+    )  # fmt: skip
+
+
+def _derive_workers(
+    task: TaskRow, pods: list[PodObs], index: Index, changes: Changes, state: State,
+    task_changed: bool, now: datetime,
+) -> bool:  # fmt: skip
+    """Writes the Workers of a Task when anything about them changed; True when it did.
+
+    The present Workers' `last_reported_at` is written with the Task's `observed_at`, so a Worker
+    older than its Task was missing (console.status.worker_missing). A Worker that vanishes now
+    was last reported by the previous successful sync."""
+    stored = state.workers.get(task.pk, {})
+    present = {name: row for name, row in stored.items() if row[11]}
+    facts = {pod.name: _worker_facts(pod, index, _last_phase(stored, pod)) for pod in pods}
+    vanished = [row for name, row in present.items() if name not in facts]
+    changed = task_changed or bool(vanished)
+    changed = changed or any(
+        name not in present or present[name][3:11] != f for name, f in facts.items()
+    )
+    if not changed:
+        return False
+    for name, values in facts.items():
+        worker = Worker(task_id=task.pk, pod_name=name, last_reported_at=now)
+        worker.__dict__.update(zip(WORKER_FACTS, values, strict=True))
+        if name in stored:
+            worker.pk = stored[name][0]
+            changes.workers.append(worker)
+        else:
+            changes.new_workers.append(worker)
+    last_sync = state.cluster.last_synced_at
+    for row in vanished:
+        if last_sync is not None:  # a present row was written by a sync up to that one
+            changes.vanished_workers.append(
+                Worker(pk=row[0], task_id=task.pk, last_reported_at=last_sync)
+            )
+    return True
+
+
+def _last_phase(stored: dict[str, tuple[Any, ...]], pod: PodObs) -> str | None:
+    row = stored.get(pod.name)
+    return row[6] if row is not None else None
+
+
+def _task_changed(task: TaskRow, view: TaskView) -> bool:
+    return (task.phase, task.ready_replicas, task.message) != (
+        view.phase, view.ready_replicas, view.message,
+    )  # fmt: skip
+
+
+def _derive_job(job: JobRow, index: Index, state: State, changes: Changes, now: datetime) -> None:
+    states: list[TaskState] = []
+    for task in job.tasks:
+        pods = _current_pods(job, task, index)
+        view = _view(job, task, index, pods)
+        task_changed = _task_changed(task, view)
+        if _derive_workers(task, pods, index, changes, state, task_changed, now):
+            changes.tasks.append(
+                Task(pk=task.pk, phase=view.phase, ready_replicas=view.ready_replicas,
+                     message=view.message, observed_at=now)
+            )  # fmt: skip
+            changes.touched_jobs.add(job.pk)
+            task.phase, task.ready_replicas, task.message = (
+                view.phase, view.ready_replicas, view.message,
+            )  # fmt: skip
+        states.append(TaskState(task.role, view.phase, view.message))
+    new_phase = job_phase(JobPhase(job.phase), job.stopped, [state.phase for state in states])
+    job.phase = new_phase
+    job.message = job_message(states)
+
+
+def _job_fields(job: JobRow, seen: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The Job's changed fields (phase, message, started/finished times), {} when none."""
+    fields: dict[str, Any] = {}
+    if job.phase != seen["phase"]:
+        fields["phase"] = job.phase
+        if job.phase != JobPhase.PENDING and job.phase != JobPhase.STOPPED and not job.started_at:
+            fields["started_at"] = now
+        if job.phase in JOB_TERMINAL and not job.finished_at:
+            fields["finished_at"] = now
+    if job.message != seen["message"]:
+        fields["message"] = job.message
+    if fields:
+        fields["observed_at"] = now
+    return fields
+
+
+def derive_jobs(state: State, index: Index, changes: Changes, now: datetime) -> None:
+    """Task, Worker and Job phases (spec §Task status, §Job status), then blocked children."""
+    seen = {job.pk: {"phase": job.phase, "message": job.message} for job in state.jobs}
+    live = [job for job in state.jobs if job.delete_requested_at is None]
+    for job in live:
+        _derive_job(job, index, state, changes, now)
+    state.blocked = reconcile.load_blocked(live)
+    for job in live:
+        if job.pk in state.blocked:
+            job.message = f"Waiting for upstream jobs: {', '.join(state.blocked[job.pk])}."
+        fields = _job_fields(job, seen[job.pk], now)
+        if fields:
+            guard = {"phase": seen[job.pk]["phase"], "stopped": job.stopped, "run": job.run}
+            changes.jobs.append(JobChange(job.pk, guard, fields))
+            changes.touched_jobs.add(job.pk)
+
+
+# --- pod instances, nodes, add-ons, workflows ------------------------------------------------
+
+
+def _instance_facts(pod: PodObs, last_phase: str | None) -> tuple[Any, ...]:
+    phase = pod.phase or last_phase or PodPhase.PENDING
+    return (
+        pod.owner.task_id, pod.name, pod.node_name, pod.pod_ip, str(phase), pod.restart_count,
+        pod.exit_code, pod.termination_reason,
+    )  # fmt: skip
+
+
+def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now: datetime) -> None:
+    """Every pod UID of the console's live Jobs (PRODUCT: instance history for operators)."""
+    tasks = {t.pk: j.pk for j in state.jobs if j.delete_requested_at is None for t in j.tasks}
+    listed: set[str] = set()
+    new: dict[str, tuple[Any, ...]] = {}
+    for pod in pods:
+        if pod.owner.task_id not in tasks or not pod.uid:
+            continue
+        listed.add(pod.uid)
+        row = state.instances.get(pod.uid)
+        facts = _instance_facts(pod, row[6] if row else None)
+        if row is None:
+            new[pod.uid] = (*facts, pod.created_at)
+        elif row[2:10] != facts:
+            instance = PodInstance(pk=row[0], last_seen_at=now)
+            instance.__dict__.update(zip(INSTANCE_FACTS, facts, strict=True))
+            changes.instances.append(instance)
+            changes.touched_jobs.add(tasks[pod.owner.task_id])
+    for values in new.values():
+        changes.touched_jobs.add(tasks[values[0]])
+    _add_instances(new, changes, now)
+    last_sync = state.cluster.last_synced_at
+    for uid, row in state.instances.items():
+        if uid not in listed:  # listed until the last successful sync, written up to it
+            seen = PodInstance(
+                pk=row[0], task_id=row[2], gone_at=now, last_seen_at=last_sync or now
+            )
+            changes.gone_instances.append(seen)
+
+
+def _add_instances(new: dict[str, tuple[Any, ...]], changes: Changes, now: datetime) -> None:
+    """New UIDs; one that was marked gone and is listed again is brought back (same row)."""
+    back: dict[str, int] = {}
+    uids = list(new)
+    for start in range(0, len(uids), BATCH):
+        chunk = uids[start : start + BATCH]
+        back.update(PodInstance.objects.filter(uid__in=chunk).values_list("uid", "pk"))
+    for uid, values in new.items():
+        instance = PodInstance(uid=uid, created_at=values[8], first_seen_at=now, last_seen_at=now)
+        instance.__dict__.update(zip(INSTANCE_FACTS, values[:8], strict=True))
+        if uid in back:
+            instance.pk, instance.gone_at = back[uid], None
+            changes.instances.append(instance)
+        else:
+            changes.new_instances.append(instance)
+
+
+def _heartbeat(row: tuple[Any, ...] | None, node: NodeObs) -> datetime | None:
+    """A newer heartbeat alone is recorded once the stored one is TRAINYARD_STALE_AFTER old:
+    kubelets post every few seconds to minutes, and a heartbeat is not a change of status
+    (docs/decisions.md). Any other change of the node records the latest one."""
+    stored, latest = (row[9] if row else None), node.heartbeat_at
+    if stored is None or latest is None:
+        return latest
+    due = (latest - stored).total_seconds() >= settings.TRAINYARD_STALE_AFTER
+    return latest if due else stored
+
+
+def derive_nodes(state: State, snapshot: Snapshot, changes: Changes, now: datetime) -> None:
+    """Spec §Node status: Online/Offline, `unschedulable` apart. Vanished nodes are deleted."""
+    gpus = gpus_by_node([*snapshot.pods, *snapshot.addon_pods])
+    for node in snapshot.nodes:
+        phase = Node.Phase.ONLINE if node.online else Node.Phase.OFFLINE
+        row = state.nodes.get(node.name)
+        facts = (
+            phase, node.unschedulable, node.message, node.cpu, node.memory, node.gpus,
+            gpus.get(node.name, 0), _heartbeat(row, node),
+        )  # fmt: skip
+        if row is not None and row[2:] == facts:
+            continue
+        facts = (*facts[:-1], node.heartbeat_at)
+        values = Node(cluster=state.cluster, name=node.name, observed_at=now)
+        values.__dict__.update(zip(NODE_FACTS, facts, strict=True))
+        if row is None:
+            changes.new_nodes.append(values)
+        else:
+            values.pk = row[0]
+            changes.nodes.append(values)
+    listed = {node.name for node in snapshot.nodes}
+    changes.gone_nodes = [row[0] for name, row in state.nodes.items() if name not in listed]
+
+
+def derive_addons(state: State, snapshot: Snapshot, changes: Changes, now: datetime) -> None:
+    """Spec §Node and Addon status, from the labelled workloads and their pods."""
+    workloads: dict[str, AddonObs] = {}
+    for item in snapshot.addons:
+        workloads.setdefault(item.addon, item)
+    pods: dict[str, list[PodObs]] = defaultdict(list)
+    for pod in snapshot.addon_pods:
+        pods[pod.addon].append(pod)
+    for name in sorted(set(workloads) | set(state.addons)):
+        row, workload = state.addons.get(name), workloads.get(name)
+        view = addon_view(workload, pods.get(name, []), row[2] if row else "")
+        namespace = workload.namespace if workload else row[3] if row else "kube-system"
+        kind = workload.kind if workload else row[4] if row else ""
+        facts = (namespace, kind, view.current_version, view.phase, view.message)
+        if row is not None and row[3:] == facts:
+            continue
+        addon = Addon(cluster=state.cluster, name=name, observed_at=now)
+        addon.__dict__.update(zip(ADDON_FACTS, facts, strict=True))
+        if row is None:
+            changes.new_addons.append(addon)
+        else:
+            addon.pk = row[0]
+            changes.addons.append(addon)
+
+
+def derive_workflows(state: State, changes: Changes, now: datetime) -> None:
+    """Spec §Workflow status, with this cycle's phases for this cluster's children."""
+    ids = {job.workflow_id for job in state.jobs if job.workflow_id is not None}
+    if not ids:
+        return
+    ours = {job.pk: JobPhase(job.phase) for job in state.jobs if job.delete_requested_at is None}
+    children: dict[int, list[JobPhase]] = defaultdict(list)
+    rows = Job.objects.filter(workflow_id__in=ids, delete_requested_at__isnull=True)
+    for pk, workflow_id, phase in rows.values_list("pk", "workflow_id", "phase"):
+        children[workflow_id].append(ours.get(pk, JobPhase(phase)))
+    stored = Workflow.objects.filter(pk__in=ids).values_list(
+        "pk", "phase", "message", "finished_at"
+    )
+    for pk, phase, message, finished_at in stored:
+        new_phase = workflow_phase(children[pk])
+        done = sum(1 for child in children[pk] if child == JobPhase.SUCCEEDED)
+        new_message = f"{done}/{len(children[pk])} jobs succeeded"
+        if (new_phase, new_message) != (phase, message):
+            fields: dict[str, Any] = {"phase": new_phase, "message": new_message}
+            if new_phase in WORKFLOW_TERMINAL and finished_at is None:
+                fields["finished_at"] = now
+            elif new_phase not in WORKFLOW_TERMINAL:
+                fields["finished_at"] = None
+            changes.workflows.append((pk, phase, fields))

@@ -1,0 +1,213 @@
+"""Field rules of the JobSpec schema: Kubernetes names, quantities, env names and label keys.
+
+Each rule is a pydantic validator with no database: it returns the value or raises ValueError with
+the message the user sees (translated when raised, in the language of the request).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from django.utils.translation import gettext
+from pydantic import BeforeValidator, StrictStr
+
+JOB_NAME_MAX = 40
+ROLE_MAX = 12
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUANTITY = re.compile(
+    r"(?P<number>\d+(\.\d*)?|\.\d+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d{1,3})?"
+)
+_SUFFIX_FACTOR = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_QUANTITY_MAX = Decimal(2) ** 63
+
+
+def _dns_label(value: str, what: str, max_length: int, pattern: re.Pattern[str]) -> str:
+    """`what` is the field's name as the user reads it (already translated)."""
+    if not value:
+        raise ValueError(gettext("The %(what)s is required.") % {"what": what})
+    if len(value) > max_length:
+        raise ValueError(
+            gettext("The %(what)s is %(length)d characters; at most %(max)d allowed.")
+            % {"what": what, "length": len(value), "max": max_length}
+        )
+    if not pattern.fullmatch(value):
+        if pattern is _DNS_1035_LABEL:
+            text = gettext(
+                "%(value)s is not a valid %(what)s: use lowercase letters, digits and '-', "
+                "starting with a letter and ending with a letter or digit."
+            )
+        else:
+            text = gettext(
+                "%(value)s is not a valid %(what)s: use lowercase letters, digits and '-', "
+                "starting with a letter or digit and ending with a letter or digit."
+            )
+        raise ValueError(text % {"value": repr(value), "what": what})
+    return value
+
+
+def validate_job_name(value: str) -> str:
+    # A DNS-1123 label that also starts with a letter: the headless Service of a StatefulSet
+    # Task is named `<job>-<role>`, and Service names must be DNS-1035 labels.
+    return _dns_label(value, gettext("job name"), JOB_NAME_MAX, _DNS_1035_LABEL)
+
+
+def validate_role(value: str) -> str:
+    return _dns_label(value, gettext("role"), ROLE_MAX, _DNS_LABEL)
+
+
+def validate_namespace(value: str | None) -> str | None:
+    return None if value is None else _dns_label(value, gettext("namespace"), 63, _DNS_LABEL)
+
+
+def validate_workflow_name(value: str) -> str:
+    return _dns_label(value, gettext("workflow name"), 63, _DNS_LABEL)
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(gettext("Must be a whole number, not true/false."))
+    return value
+
+
+def validate_image(value: str) -> str:
+    if not value.strip():
+        raise ValueError(gettext("The image is required."))
+    if any(char.isspace() for char in value):
+        raise ValueError(
+            gettext("%(value)s is not an image reference: it contains whitespace.")
+            % {"value": repr(value)}
+        )
+    if len(value) > 512:
+        raise ValueError(gettext("The image reference is longer than 512 characters."))
+    return value
+
+
+def quantity_value(text: str) -> Decimal:
+    """The value of a Kubernetes quantity (`500m`, `16Gi`, `1.5`, `1e3`) in base units."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            gettext(
+                "%(value)s is not a Kubernetes quantity: write a number with an optional suffix "
+                "such as 500m, 2, 1.5, 512Mi or 16Gi (no sign, no space)."
+            )
+            % {"value": repr(text)}
+        )
+    suffix = match["suffix"] or ""
+    exponent = suffix[:1] in ("e", "E")
+    factor = Decimal(10) ** int(suffix[1:]) if exponent else _SUFFIX_FACTOR[suffix]
+    try:
+        return Decimal(match["number"]) * factor
+    except InvalidOperation:
+        raise ValueError(
+            gettext("%(value)s is not a number Kubernetes accepts.") % {"value": repr(text)}
+        ) from None
+
+
+def _number_as_text(value: Any) -> Any:
+    """YAML and JSON give `cpu: 4` as a number; a quantity is its decimal text."""
+    if isinstance(value, bool):
+        raise ValueError(gettext("Must be a quantity such as 4 or 500m, not true/false."))
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) else str(value)
+    return value
+
+
+def _positive_quantity(value: str, what: str) -> str:
+    amount = quantity_value(value)
+    if amount <= 0:
+        raise ValueError(
+            gettext("The %(what)s request must be greater than zero.") % {"what": what}
+        )
+    if amount >= _QUANTITY_MAX:
+        raise ValueError(
+            gettext("%(value)s is larger than Kubernetes can represent.") % {"value": repr(value)}
+        )
+    return value
+
+
+def validate_cpu(value: str) -> str:
+    return _positive_quantity(value, gettext("CPU"))
+
+
+def validate_memory(value: str) -> str:
+    if value.endswith("m"):
+        raise ValueError(
+            gettext("%(value)s means milli-bytes; write Mi for mebibytes (e.g. 512Mi).")
+            % {"value": repr(value)}
+        )
+    return _positive_quantity(value, gettext("memory"))
+
+
+def validate_env(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(
+                gettext(
+                    "%(name)s is not a valid variable name: use letters, digits and '_', "
+                    "not starting with a digit."
+                )
+                % {"name": repr(name)}
+            )
+        if name.upper().startswith("TRAINYARD_"):
+            raise ValueError(
+                gettext("%(name)s is reserved: TRAINYARD_* variables are set by the console.")
+                % {"name": repr(name)}
+            )
+    return value
+
+
+def _label_key_error(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and not (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return gettext("The prefix of %(key)s must be a DNS subdomain (e.g. example.com).") % {
+            "key": repr(key)
+        }
+    if not (len(name) <= 63 and _LABEL_NAME.fullmatch(name)):
+        return gettext(
+            "%(key)s is not a valid label key: at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit, optionally after a 'prefix/'."
+        ) % {"key": repr(key)}
+    return None
+
+
+def validate_node_selector(value: dict[str, str]) -> dict[str, str]:
+    for key, label in value.items():
+        error = _label_key_error(key)
+        if error:
+            raise ValueError(error)
+        if label and not (len(label) <= 63 and _LABEL_NAME.fullmatch(label)):
+            raise ValueError(
+                gettext(
+                    "The value %(value)s of %(key)s is not a valid label value: at most 63 "
+                    "letters, digits, '-', '_' or '.', starting and ending with a letter or digit."
+                )
+                % {"value": repr(label), "key": repr(key)}
+            )
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_bool)]
+Quantity = Annotated[StrictStr, BeforeValidator(_number_as_text)]
