@@ -189,7 +189,7 @@ def workflows(page: Page, base: str, workflow: Workflow, folder: Path) -> None:
 def clusters(page: Page, base: str, folder: Path) -> None:
     page.goto(f"{base}/clusters/")
     row = page.locator('tr[data-cluster="sim"]')
-    expect(row.locator('.badge[data-status="Online"]')).to_contain_text("reachable")
+    expect(row.locator('.badge[data-status="Reachable"]')).to_contain_text("reachable")
     expect(row.locator("td.num").first).to_have_text("3")
     expect(page.locator("body")).not_to_contain_text("apiVersion")
     shoot(page, folder, "clusters.png")
