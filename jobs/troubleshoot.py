@@ -61,6 +61,7 @@ class Problem(models.TextChoices):
     NODE_OFFLINE = "node_offline", _("Node offline")
     CRASH_LOOP = "crash_loop", _("Crash loop")
     CONTAINER_EXITED = "container_exited", _("Container exited with an error")
+    RESTARTED = "restarted", _("Restarted after an error")
     POD_FAILED = "pod_failed", _("Pod failed")
     NOT_READY = "not_ready", _("Not ready")
     NOT_IN_LAST_REPORT = "not_in_last_report", _("Not in the last report")
@@ -107,6 +108,11 @@ ADVICE: dict[Problem, StrPromise] = {
         "the container's logs (and its previous logs) to find why it exits."
     ),
     Problem.CONTAINER_EXITED: _("The container exited with an error. Read its logs to find why."),
+    Problem.RESTARTED: _(
+        "The container exited with an error and Kubernetes restarted it: the pod is Running and "
+        "ready again, so the Task and the Job still show Running although the process died. "
+        "Read its previous logs and check that training resumed."
+    ),
     Problem.POD_FAILED: _(
         "The pod Failed and will not be restarted under its policy. Read its logs."
     ),
@@ -380,6 +386,7 @@ _LAYER_OF = {
     Problem.UNSCHEDULABLE: Layer.CLUSTER,
     Problem.CRASH_LOOP: Layer.WORKERS,
     Problem.CONTAINER_EXITED: Layer.WORKERS,
+    Problem.RESTARTED: Layer.WORKERS,
     Problem.POD_FAILED: Layer.WORKERS,
     Problem.NOT_READY: Layer.WORKERS,
 }
@@ -406,6 +413,8 @@ def _pod_problem(pod: PodFacts) -> Problem | None:
         return Problem.POD_FAILED
     if pod.last_exit_code not in (None, 0) and not pod.ready:
         return Problem.CONTAINER_EXITED
+    if pod.restart_count and pod.last_exit_code not in (None, 0):
+        return Problem.RESTARTED  # spec §Do not wait for a StatefulSet Job ...: "still Running"
     if pod.phase == "Running" and not pod.ready:
         return Problem.NOT_READY
     return None
