@@ -290,13 +290,20 @@ def derive_nodes(state: State, snapshot: Snapshot, changes: Changes, now: dateti
         facts = (*facts[:-1], node.heartbeat_at)
         values = Node(cluster=state.cluster, name=node.name, observed_at=now)
         values.__dict__.update(zip(NODE_FACTS, facts, strict=True))
-        if row is None:
-            changes.new_nodes.append(values)
-        else:
-            values.pk = row[0]
-            changes.nodes.append(values)
+        _stage(values, row, changes.new_nodes, changes.nodes)
     listed = {node.name for node in snapshot.nodes}
     changes.gone_nodes = [row[0] for name, row in state.nodes.items() if name not in listed]
+
+
+def _stage[M: (Node, Addon)](
+    instance: M, row: tuple[Any, ...] | None, new: list[M], changed: list[M]
+) -> None:
+    """A row the cluster reported for the first time is inserted; a known one is updated."""
+    if row is None:
+        new.append(instance)
+    else:
+        instance.pk = row[0]
+        changed.append(instance)
 
 
 def derive_addons(state: State, snapshot: Snapshot, changes: Changes, now: datetime) -> None:
@@ -317,11 +324,7 @@ def derive_addons(state: State, snapshot: Snapshot, changes: Changes, now: datet
             continue
         addon = Addon(cluster=state.cluster, name=name, observed_at=now)
         addon.__dict__.update(zip(ADDON_FACTS, facts, strict=True))
-        if row is None:
-            changes.new_addons.append(addon)
-        else:
-            addon.pk = row[0]
-            changes.addons.append(addon)
+        _stage(addon, row, changes.new_addons, changes.addons)
 
 
 def derive_workflows(state: State, changes: Changes, now: datetime) -> None:
