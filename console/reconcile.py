@@ -427,14 +427,19 @@ def pending_operations(jobs: Q) -> dict[int, list[PendingOperation]]:
 # --- one Job, on demand ----------------------------------------------------------------------
 
 
-_pod_caches: dict[int, PodCache] = {}
+_pod_caches: dict[tuple[int, str], PodCache] = {}
 
 
 def gateway_for(cluster: Cluster) -> Gateway:
     """Raises KubeconfigRejected when the stored kubeconfig is unusable. Gateways of one cluster
-    share a PodCache across cycles (the lease keeps two cycles of a cluster apart)."""
+    share a PodCache across cycles (the lease keeps two cycles of a cluster apart) while its
+    kubeconfig stays the same: another kubeconfig may name another API server."""
     client = kubeconfig.api_client(cluster.pk, cluster.kubeconfig, cluster.context)
-    cache = _pod_caches.setdefault(cluster.pk, PodCache())
+    key = (cluster.pk, kubeconfig.fingerprint(cluster.kubeconfig, cluster.context))
+    if key not in _pod_caches:
+        for stale in [k for k in _pod_caches if k[0] == cluster.pk]:
+            del _pod_caches[stale]
+    cache = _pod_caches.setdefault(key, PodCache())
     return Gateway(client, kubeconfig.timeouts(), cache)
 
 

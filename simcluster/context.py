@@ -25,19 +25,24 @@ class Context:
     clock: SimClock
     rng: random.Random
     events: EventRecorder = field(init=False)
+    _uid_salt: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.events = EventRecorder(self)
         self.store.new_uid = self.uid
+        # UIDs are unique across clusters and time in Kubernetes; a seeded cluster must not hand
+        # out the UIDs of another instance with the same seed (a client caching by UID would take
+        # one cluster's pod for another's). The salt leaves the seeded random sequence unchanged.
+        self._uid_salt = uuid.uuid4().int
+
+    def uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128) ^ self._uid_salt, version=4))
 
     def now(self) -> float:
         return self.clock.now()
 
     def stamp(self, moment: float | None = None) -> str:
         return rfc3339(self.now() if moment is None else moment)
-
-    def uid(self) -> str:
-        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
 
     def suffix(self, length: int = 5) -> str:
         return "".join(self.rng.choice(ALPHANUMS) for _ in range(length))

@@ -111,7 +111,7 @@ _clients: dict[tuple[int, str], ApiClient] = {}
 _clients_lock = threading.Lock()
 
 
-def _fingerprint(text: str, context: str) -> str:
+def fingerprint(text: str, context: str) -> str:
     return hashlib.sha256(f"{context}\0{text}".encode()).hexdigest()
 
 
@@ -139,7 +139,7 @@ def _new_client(text: str, context: str) -> ApiClient:
 
 def api_client(cluster_id: int, text: str, context: str) -> ApiClient:
     """The API client of a Cluster (cached while its kubeconfig and context are unchanged)."""
-    key = (cluster_id, _fingerprint(text, context))
+    key = (cluster_id, fingerprint(text, context))
     with _clients_lock:
         client = _clients.get(key)
         if client is None:

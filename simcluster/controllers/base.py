@@ -17,6 +17,7 @@ from simcluster.store import Key, Version
 from simcluster.writes import Writer
 
 Obj = dict[str, Any]
+BACKOFF_BASE, BACKOFF_MAX = 0.005, 1000.0  # client-go's DefaultControllerRateLimiter, seconds
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Controller(ABC):
         self.writer = writer
         self.dirty: set[Key] = set()
         self._timers: list[tuple[float, Key]] = []
+        self._failures: dict[Key, int] = {}
 
     def on_change(self, resource: str, key: Key, old: Version | None, new: Version | None) -> None:
         if resource == self.resource:
@@ -102,6 +104,8 @@ class Controller(ABC):
             obj = self.ctx.store.get(self.resource, key)
             if obj is not None:
                 self.sync(obj, now)
+            else:
+                self._failures.pop(key, None)
         return True
 
     @abstractmethod
@@ -123,12 +127,20 @@ class Controller(ABC):
         return [pod_view(key, version) for key, version in self.owned(owner)]
 
     def create_pod(self, owner: Obj, pod: Obj) -> bool:
-        """Creates through the API path (validation, admission); a refused create is an event."""
+        """Creates through the API path (validation, admission). A refused create is an event and
+        a requeue of the owner with client-go's per-item back-off (5 ms doubling, at most 1000 s):
+        the change that frees the way (a terminating pod of a deleted owner that held the name)
+        may belong to another owner and would never wake this one."""
+        meta = owner["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
         try:
-            self.writer.create(RESOURCES["pods"], owner["metadata"]["namespace"], pod)
+            self.writer.create(RESOURCES["pods"], meta["namespace"], pod)
         except errors.ApiError as error:
             self.event(owner, "Warning", "FailedCreate", f"Error creating: {error.message}")
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            self.requeue(key, self.ctx.now() + min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (failures - 1)))
             return False
+        self._failures.pop(key, None)
         return True
 
     def event(self, owner: Obj, type_: str, reason: str, message: str) -> None:

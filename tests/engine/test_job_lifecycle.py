@@ -119,6 +119,29 @@ def test_it_resumes_from_the_original_template_even_after_an_edit_behind_its_bac
     assert Operation.objects.get(job=job, action="resume").result == "applied"
 
 
+def test_it_resumes_a_job_stopped_and_resumed_between_two_cycles(
+    alice: User, cluster: Cluster
+) -> None:
+    """Stop and resume land in one cycle: the running run-1 StatefulSet is deleted and run 2 is
+    created under the same name while the old pods still hold their names. The Job must still
+    reach Running with run-2 pods (the newcomer's path in the browser, item 9 of the defects)."""
+    job = submit(alice, cluster, "train", task("worker", replicas=2))
+    sync_until(cluster, lambda: Task.objects.get(job=job).ready_replicas == 2)
+    operations.stop_job(alice, Job.objects.get(pk=job.pk))
+    operations.resume_job(alice, Job.objects.get(pk=job.pk))
+
+    def run_two_ready() -> bool:
+        pods = gateway(cluster).list(PODS, "trainyard.io/run=2")
+        return (
+            phase_of(job) == "Running"
+            and Task.objects.get(job=job).ready_replicas == 2
+            and (len(pods) == 2)
+        )
+
+    sync_until(cluster, run_two_ready)
+    assert Worker.objects.filter(task__job=job, phase="Running").count() == 2
+
+
 def test_it_reports_batch_tasks_succeeded_and_failed(alice: User, cluster: Cluster) -> None:
     """Spec §Task status: only the Task API's batch Jobs report Succeeded or Failed; the Job
     follows (spec §Job status: terminal states)."""

@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from simcluster.cluster import Cluster
 from simcluster.server import SimCluster
 from tests.simcluster.conftest import (
     Kube,
@@ -401,3 +402,15 @@ def test_it_serves_services_and_events(kube: Kube) -> None:
     kube.core.delete_namespaced_service("api", kube.namespace)
     with pytest.raises(ApiException):
         kube.core.read_namespaced_service("api", kube.namespace)
+
+
+def test_it_never_repeats_a_uid_across_clusters_of_the_same_seed() -> None:
+    """UIDs are unique across clusters in Kubernetes; a console caching parsed objects by UID
+    and resourceVersion must not take one simulated cluster's object for another's."""
+
+    def node_uids(cluster: Cluster) -> set[str]:
+        keys = cluster.store.keys("nodes")
+        return {cluster.store.get("nodes", key)["metadata"]["uid"] for key in keys}  # type: ignore[index]
+
+    first, second = Cluster(nodes=2, seed=0), Cluster(nodes=2, seed=0)
+    assert len(node_uids(first)) == 2 and not node_uids(first) & node_uids(second)

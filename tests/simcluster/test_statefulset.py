@@ -318,3 +318,22 @@ def _maybe_pod(kube: Kube, name: str):
         kube.namespace, field_selector=f"metadata.name={name}"
     ).items
     return found[0] if found else None
+
+
+def test_it_retries_a_pod_whose_name_is_still_held_by_a_deleted_sets_pod(kube: Kube) -> None:
+    """A StatefulSet deleted (background) and created again under the same name at once, as the
+    console does on Resume: the old pods still hold the names while they terminate, so the new
+    set's first creates fail with AlreadyExists. The real controller requeues the set with a
+    back-off and creates the pods once the names are free; nothing else wakes it (the old pods'
+    owner reference names the old UID)."""
+    kube.apps.create_namespaced_stateful_set(kube.namespace, statefulset_manifest("again", 2))
+    wait_for(has_ready(kube, "again", 2))
+    old_uids = {pod.metadata.uid for pod in pods_by_name(kube, "app=again").values()}
+    kube.apps.delete_namespaced_stateful_set("again", kube.namespace)
+    created = kube.apps.create_namespaced_stateful_set(
+        kube.namespace, statefulset_manifest("again", 2)
+    )
+    wait_for(has_ready(kube, "again", 2))
+    pods = pods_by_name(kube, "app=again")
+    assert not {pod.metadata.uid for pod in pods.values()} & old_uids
+    assert {pod.metadata.owner_references[0].uid for pod in pods.values()} == {created.metadata.uid}
