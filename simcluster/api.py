@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from simcluster.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from simcluster.watch import Watch, WatchRequest, parse_since
 from simcluster.writes import Writer
 
 Obj = dict[str, Any]
@@ -40,6 +42,7 @@ class Response:
     body: bytes
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    stream: Iterable[bytes] | None = None  # a watch: chunks written as they come
 
 
 @dataclass
@@ -74,11 +77,16 @@ def with_kind(resource: ResourceType, raw: bytes) -> bytes:
 class Api:
     """Dispatches one request; every method runs under the store lock."""
 
-    def __init__(self, ctx: Context, read_log: LogReader, server_address: str) -> None:
+    def __init__(
+        self, ctx: Context, read_log: LogReader, server_address: str,
+        stopping: threading.Event | None = None, bookmark_seconds: float = 60.0,
+    ) -> None:  # fmt: skip
         self.ctx = ctx
         self.writer = Writer(ctx)
         self.read_log = read_log
         self.server_address = server_address
+        self.stopping = stopping or threading.Event()
+        self.bookmark_seconds = bookmark_seconds
 
     def handle(self, request: Request) -> Response:
         try:
@@ -131,9 +139,7 @@ class Api:
     def list(self, target: Target, request: Request) -> Response:
         query = request.query
         if query.get("watch") in ("true", "1"):
-            raise errors.ApiError(
-                405, "MethodNotAllowed", "watch is not served by simcluster; poll with LIST", {}
-            )
+            return self.watch(target, request)
         labels, fields = _selectors(target, query)
         limit = _int_param(query, "limit")
         token = query.get("continue", "")
@@ -153,6 +159,18 @@ class Api:
         head = f'{{"kind":"{rt.list_kind}","apiVersion":"{rt.api_version}","metadata":'.encode()
         body = head + orjson.dumps(meta) + b',"items":[' + b",".join(page.items) + b"]}"
         return Response(200, body)
+
+    def watch(self, target: Target, request: Request) -> Response:
+        query = request.query
+        labels, fields = _selectors(target, query)
+        watch = WatchRequest(
+            target.resource, target.namespace, labels, fields,
+            since=parse_since(query.get("resourceVersion", "")),
+            timeout=float(_int_param(query, "timeoutSeconds")),
+            bookmarks=query.get("allowWatchBookmarks") in ("true", "1"),
+        )  # fmt: skip
+        stream = Watch(self.ctx.store, watch, self.stopping, self.bookmark_seconds)
+        return Response(200, b"", stream=stream)
 
     def create(self, target: Target, request: Request) -> Response:
         obj = _body_object(request.body)

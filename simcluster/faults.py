@@ -1,4 +1,5 @@
-"""Injected API failures: error statuses, hung connections, truncated bodies and added latency.
+"""Injected API failures: error statuses, hung connections, truncated bodies (a watch: cut after
+its first event), bodies that are not JSON (a watch: a garbage line first) and added latency.
 
 They apply to the Kubernetes API paths only, never to the /_sim/ control surface, and expire on
 their own after the given number of real seconds.
@@ -47,12 +48,16 @@ def parse_fault(spec: Obj) -> Fault:
         return Fault("timeout", float(seconds), until)
     if spec.get("truncate"):
         return Fault("truncate", float(seconds), until)
+    if spec.get("garbage"):
+        return Fault("garbage", float(seconds), until)
     if "latency_ms" in spec:
         latency = spec["latency_ms"]
         if not isinstance(latency, int) or latency < 0:
             raise FaultError("latency_ms must be a non-negative whole number")
         return Fault("latency", float(seconds), until, latency_ms=latency)
-    raise FaultError('a fault needs one of "status", "timeout", "truncate" or "latency_ms"')
+    raise FaultError(
+        'a fault needs one of "status", "timeout", "truncate", "garbage" or "latency_ms"'
+    )
 
 
 class Faults:

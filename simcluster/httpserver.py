@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from simcluster.server import SimCluster
 
 
+GARBAGE = b"<html><body>502 Bad Gateway</body></html>"  # what a broken proxy answers
+
+
 class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -109,7 +112,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _serve_api(self, request: Request) -> None:
         faults = self.server.sim.faults
-        truncate = False
+        truncate = garbage = False
         for fault in faults.active():
             if fault.kind == "latency":
                 time.sleep(fault.latency_ms / 1000)
@@ -122,12 +125,49 @@ class Handler(BaseHTTPRequestHandler):
                 return
             elif fault.kind == "truncate":
                 truncate = True
+            elif fault.kind == "garbage":
+                garbage = True
         response = self.server.sim.handle(request)
+        if response.stream is not None:
+            self._send_stream(response, truncate, garbage)
+            return
         if truncate:
             response = Response(
                 200, response.body[: max(1, len(response.body) // 2)], response.content_type
             )
+        elif garbage:
+            response = Response(200, GARBAGE, response.content_type)
         self._send(response, request.method)
+
+    def _send_stream(self, response: Response, truncate: bool, garbage: bool) -> None:
+        """A watch, chunked. A truncate fault cuts the connection after the first event; a garbage
+        fault sends a line that is not JSON first."""
+        assert response.stream is not None
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self.close_connection = True
+        stream = iter(response.stream)
+        try:
+            if garbage:
+                self._chunk(GARBAGE + b"\n")
+            for line in stream:
+                self._chunk(line)
+                if truncate:
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            return  # the client went away
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
 
     def _send(self, response: Response, method: str) -> None:
         self.send_response(response.status)

@@ -54,6 +54,7 @@ class SimCluster:
         cpu_per_node: str = "96",
         memory_per_node: str = "1024Gi",
         tick_seconds: float = 0.02,
+        bookmark_seconds: float = 60.0,
     ) -> None:
         self.cluster = Cluster(
             nodes=nodes,
@@ -68,6 +69,7 @@ class SimCluster:
         self.token = token or secrets.token_urlsafe(32)
         self.faults = Faults()
         self.tick_seconds = tick_seconds
+        self.bookmark_seconds = bookmark_seconds
         self.tick_errors: list[str] = []
         self.control = ControlSurface(self)
         self._requested_port = port
@@ -84,7 +86,10 @@ class SimCluster:
         """Binds the port (0: any free one) and starts serving and ticking in daemon threads."""
         httpd = SimHTTPServer((self.host, self._requested_port), self)
         self._httpd = httpd
-        self.api = Api(self.cluster.ctx, self.cluster.kubelet.read_log, f"{self.host}:{self.port}")
+        self.api = Api(
+            self.cluster.ctx, self.cluster.kubelet.read_log, f"{self.host}:{self.port}",
+            stopping=self.faults.stopping, bookmark_seconds=self.bookmark_seconds,
+        )  # fmt: skip
         self.cluster.tick()
         serve = threading.Thread(
             target=httpd.serve_forever,
@@ -220,6 +225,7 @@ class SimCluster:
         status: int | None = None,
         timeout: bool = False,
         truncate: bool = False,
+        garbage: bool = False,
         latency_ms: int | None = None,
         seconds: float = 5.0,
     ) -> Fault:
@@ -230,6 +236,8 @@ class SimCluster:
             spec["timeout"] = True
         if truncate:
             spec["truncate"] = True
+        if garbage:
+            spec["garbage"] = True
         if latency_ms is not None:
             spec["latency_ms"] = latency_ms
         return self.faults.add(spec)

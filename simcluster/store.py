@@ -38,6 +38,16 @@ class Version:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class Change:
+    """One write as a watch sees it: the versions before and after (None: absent)."""
+
+    rev: int
+    key: Key
+    old: Version | None
+    new: Version | None
+
+
 @dataclass
 class ListPage:
     revision: int
@@ -56,6 +66,9 @@ class Collection:
         self.history: set[Key] = set()
         self.live = 0
         self.last_write = 0
+        # The watch window: every change since the last compaction, oldest first.
+        self.changes: list[Change] = []
+        self.change_revs: list[int] = []
 
     def latest(self, key: Key) -> Version | None:
         versions = self.versions.get(key)
@@ -87,6 +100,7 @@ class Store:
         self, compaction_window: int = 10_000, new_uid: Callable[[], str] | None = None
     ) -> None:
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)  # notified after every write, for watches
         self.new_uid = new_uid or (lambda: str(uuid.uuid4()))
         self.revision = 1
         self.compacted = 0
@@ -209,6 +223,9 @@ class Store:
         old_live = old if old is not None and old.raw is not None else None
         new_live = new if new.raw is not None else None
         self._reindex(collection.resource.plural, key, old_live, new_live)
+        collection.changes.append(Change(self.revision, key, old_live, new_live))
+        collection.change_revs.append(self.revision)
+        self.changed.notify_all()
         for listener in self.listeners:
             listener(collection.resource.plural, key, old_live, new_live)
         if self.revision - self._compaction_mark > self.compaction_window:
@@ -307,6 +324,14 @@ class Store:
             raise errors.expired(_encode_continue(-1, key, namespace))
         return revision, key
 
+    # Watch -----------------------------------------------------------------------------------
+
+    def changes_after(self, resource: str, revision: int) -> list[Change]:
+        """The changes of one resource after `revision`, in revision order (caller holds lock)."""
+        collection = self.collections[resource]
+        start = bisect.bisect_right(collection.change_revs, revision)
+        return collection.changes[start:]
+
     # Compaction ------------------------------------------------------------------------------
 
     def compact(self, revision: int) -> None:
@@ -315,6 +340,8 @@ class Store:
         if revision <= self.compacted:
             return
         for collection in self.collections.values():
+            kept = bisect.bisect_right(collection.change_revs, revision)
+            del collection.changes[:kept], collection.change_revs[:kept]
             removed = 0
             for key in list(collection.history):
                 removed += self._compact_key(collection, key, revision)
