@@ -62,6 +62,35 @@ class _Expired(Exception):
     """410 Gone on a continue token."""
 
 
+class WatchExpired(Exception):
+    """The cursor is older than the API server's watch window (410 Expired): relist."""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One ADDED, MODIFIED or DELETED event; `object` is the raw JSON object."""
+
+    type: str
+    object: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WatchBatch:
+    """The events of one bounded watch and the resourceVersion absorbed after them (the last
+    event's or bookmark's; the starting one when nothing came)."""
+
+    events: list[WatchEvent]
+    cursor: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Every item of a LIST and the resourceVersion of the snapshot it was read at."""
+
+    items: list[Any]
+    resource_version: str
+
+
 @dataclass(frozen=True)
 class Resource:
     kind: str
@@ -142,8 +171,9 @@ class Gateway:
         self.writes = 0
 
     def _send(
-        self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str
-    ) -> tuple[int, str, bytes]:
+        self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str,
+        timeouts: tuple[int, int] | None = None,
+    ) -> tuple[int, str, bytes]:  # fmt: skip
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -155,7 +185,7 @@ class Gateway:
         if method != "GET":
             self.writes += 1
         try:
-            response = self.client.call_api(*request, _request_timeout=self.timeouts)
+            response = self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterUnreachable(_transport_message(error)) from None
@@ -189,10 +219,15 @@ class Gateway:
 
     def list(self, resource: Resource, selector: str = "", namespace: str = "") -> list[Any]:
         """Every item of a LIST, all pages; a full relist when a continue token expired."""
+        return self.listing(resource, selector, namespace).items
+
+    def listing(self, resource: Resource, selector: str = "", namespace: str = "") -> Listing:
+        """A LIST with the resourceVersion a watch continues from (every page of one LIST is
+        read at the revision of its first page)."""
         path = resource.path(namespace or None)
         for _attempt in range(LIST_ATTEMPTS):
             items: list[Any] = []
-            token = ""
+            token = version = ""
             try:
                 while True:
                     query = [("limit", str(PAGE_SIZE))]
@@ -200,12 +235,36 @@ class Gateway:
                     query += [("continue", token)] if token else []
                     page = self._page(path, query)
                     items.extend(page["items"])
-                    token = (page.get("metadata") or {}).get("continue") or ""
+                    meta = page.get("metadata") or {}
+                    version = version or str(meta.get("resourceVersion") or "")
+                    token = meta.get("continue") or ""
                     if not token:
-                        return items
+                        return Listing(items, version)
             except _Expired:
                 continue
         raise ClusterUnreachable(f"listing {resource.plural} kept expiring (410 Gone)")
+
+    def watch(
+        self, resource: Resource, since: str, timeout_seconds: int, selector: str = "",
+        namespace: str = "",
+    ) -> WatchBatch:  # fmt: skip
+        """A bounded WATCH from `since`: the server closes it after `timeout_seconds`, so reading
+        the whole answer costs about that much wall time and no CPU while nothing changes.
+        Raises WatchExpired on a 410 ERROR event, ClusterUnreachable on anything malformed (a
+        cut stream, a line that is not an event): the caller keeps its cursor and relists."""
+        query = [("watch", "1"), ("resourceVersion", since), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(timeout_seconds))]  # fmt: skip
+        query += [("labelSelector", selector)] if selector else []
+        connect, read = self.timeouts
+        status, reason, data = self._send(
+            "GET", resource.path(namespace or None), query, None, "",
+            timeouts=(connect, read + timeout_seconds),
+        )  # fmt: skip
+        if not 200 <= status < 300:
+            if status == 410:
+                raise WatchExpired(_status_message(status, reason, data))
+            raise ClusterUnreachable(_status_message(status, reason, data))
+        return _watch_batch(resource, data, since)
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         status, reason, data = self._send("GET", resource.path(namespace, name), [], None, "")
@@ -290,6 +349,30 @@ class PodCache:
             ) from None
         self._pods = current
         return list(current.values())
+
+
+def _watch_batch(resource: Resource, data: bytes, since: str) -> WatchBatch:
+    events, cursor = [], since
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+            kind, obj = event["type"], event["object"]
+            version = obj["metadata"]["resourceVersion"] if kind != "ERROR" else ""
+        except (orjson.JSONDecodeError, TypeError, KeyError):
+            raise ClusterUnreachable(
+                f"the API server answered a watch of {resource.plural} with a malformed event"
+            ) from None
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            if code == 410:
+                raise WatchExpired(safe_text(str(obj.get("message", "410 Expired"))))
+            raise ClusterUnreachable(_status_message(code or 500, "ERROR event", line))
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            events.append(WatchEvent(kind, obj))
+        cursor = str(version)
+    return WatchBatch(events, cursor)
 
 
 def _addon_parser(kind: str) -> Callable[[Any], AddonObs]:
