@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import time
@@ -42,6 +43,7 @@ from console.sync_derive import (
 from console.sync_rows import Changes, State, load_state, write
 
 logger = logging.getLogger(__name__)
+Started = tuple[float, float]  # (time.monotonic(), time.process_time()) at the cycle's start
 
 
 @dataclass(frozen=True)
@@ -52,22 +54,28 @@ class SyncResult:
     reachable: bool = False
     message: str = ""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     jobs: int = 0
     workloads: int = 0
     pods: int = 0
     nodes: int = 0
+    api_requests: int = 0
     api_writes: int = 0
+    bytes_received: int = 0
     rows_written: int = 0
 
     def summary(self) -> str:
-        """One line for `manage.py sync_clusters` (prefixed there by the cluster's name)."""
+        """One line for `manage.py sync_clusters` (prefixed there by the cluster's name) and the
+        log of every beat-driven cycle: what the cycle cost here and on the API server."""
         if self.skipped:
             return "skipped: another sync of this cluster is running"
         if not self.reachable:
             return f"UNREACHABLE after {self.seconds:.2f}s: {self.message}"
         return (
             f"{self.jobs} jobs, {self.workloads} workloads, {self.pods} pods, {self.nodes} nodes; "
-            f"{self.api_writes} API writes, {self.rows_written} rows written in {self.seconds:.2f}s"
+            f"{self.api_requests} API requests ({self.api_writes} writes), "
+            f"{self.bytes_received / 1e6:.2f} MB received, {self.rows_written} rows written; "
+            f"{self.seconds:.2f}s wall, {self.cpu_seconds:.2f}s CPU"
         )
 
 
@@ -133,7 +141,7 @@ def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datet
 
 def sync_cluster(cluster_id: int) -> SyncResult:
     """One full reconcile-and-poll cycle (what the beat and `manage.py sync_clusters` run)."""
-    started, now = time.monotonic(), timezone.now()
+    started, now = (time.monotonic(), time.process_time()), timezone.now()
     lease = take_lease(cluster_id, now)
     if lease is None:
         return SyncResult(cluster_id, skipped=True)
@@ -152,15 +160,21 @@ def sync_cluster(cluster_id: int) -> SyncResult:
 
 
 def _unreachable(
-    cluster: Cluster, lease: datetime, now: datetime, error: Exception, started: float
+    cluster: Cluster, lease: datetime, now: datetime, error: Exception, started: Started
 ) -> SyncResult:
     message = str(error)
     finish(cluster.pk, lease, reachable=False, message=message, last_attempt_at=now)
     logger.warning("cluster %s unreachable: %s", cluster.name, message)
-    return SyncResult(cluster.pk, cluster.name, message=message, seconds=time.monotonic() - started)
+    return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 
 
-def _cycle(cluster_id: int, lease: datetime, now: datetime, started: float) -> SyncResult:
+def _costs(result: SyncResult, started: Started) -> SyncResult:
+    wall, cpu = started
+    seconds, cpu_seconds = time.monotonic() - wall, time.process_time() - cpu
+    return dataclasses.replace(result, seconds=seconds, cpu_seconds=cpu_seconds)
+
+
+def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
         gateway = reconcile.gateway_for(cluster)
@@ -180,15 +194,17 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: float) -> S
     rows = reconcile_cluster(gateway, state, snapshot, now)
     rows += write(changes, state) if not changes.empty() else 0
     finish(cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now)
-    return SyncResult(
+    result = SyncResult(
         cluster_id,
         cluster.name,
         reachable=True,
-        seconds=time.monotonic() - started,
         jobs=len(state.jobs),
         workloads=len(snapshot.statefulsets) + len(snapshot.batch_jobs),
         pods=len(snapshot.pods),
         nodes=len(snapshot.nodes),
+        api_requests=gateway.requests,
         api_writes=gateway.writes,
+        bytes_received=gateway.bytes_received,
         rows_written=rows,
     )
+    return _costs(result, started)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task
@@ -18,7 +22,8 @@ def sync_all_clusters() -> None:
 def sync_cluster(cluster_id: int) -> None:
     from console.sync import sync_cluster as run
 
-    run(cluster_id)
+    result = run(cluster_id)
+    logger.info("sync of cluster %s (%s): %s", result.name, cluster_id, result.summary())
 
 
 @shared_task

@@ -159,7 +159,8 @@ class Snapshot:
 
 
 class Gateway:
-    """Talks to one cluster. Counts its requests and writes (tests and the bench read them)."""
+    """Talks to one cluster. Counts its requests, writes and bytes received (the cycle's figures,
+    tests and the bench read them)."""
 
     def __init__(
         self, client: ApiClient, timeouts: tuple[int, int], pod_cache: PodCache | None = None
@@ -169,6 +170,7 @@ class Gateway:
         self.pod_cache = pod_cache if pod_cache is not None else PodCache()
         self.requests = 0
         self.writes = 0
+        self.bytes_received = 0
 
     def _send(
         self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str,
@@ -187,6 +189,7 @@ class Gateway:
         try:
             response = self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
             data = response.read()
+            self.bytes_received += len(data or b"")
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterUnreachable(_transport_message(error)) from None
         except ApiException as error:  # the client's wrapping of TLS failures

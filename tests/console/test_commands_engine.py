@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
@@ -10,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from console import tasks
 from console.models import Cluster
 from simcluster.server import SimCluster
 
@@ -68,7 +71,8 @@ def test_it_syncs_every_cluster_once_and_prints_a_line_each(
 ) -> None:
     run("add_cluster", "gpu-a", "--kubeconfig", str(sim.write_kubeconfig(tmp_path / "config")))
     output = run("sync_clusters")
-    assert output.startswith("gpu-a: 0 jobs, 0 workloads, 0 pods, 2 nodes; 0 API writes, ")
+    assert output.startswith("gpu-a: 0 jobs, 0 workloads, 0 pods, 2 nodes; 8 API requests (0 ")
+    assert re.search(r"\d+\.\d\d MB received, \d+ rows written; [\d.]+s wall, [\d.]+s CPU", output)
     assert Cluster.objects.get().reachable
 
 
@@ -87,3 +91,12 @@ def test_it_exits_with_1_when_a_cluster_is_unreachable(
 def test_it_names_an_unknown_cluster(db: None) -> None:
     with pytest.raises(CommandError, match="No cluster named 'nope'"):
         run("sync_clusters", "--cluster", "nope")
+
+
+def test_it_logs_the_figures_of_every_beat_driven_cycle(
+    db: None, sim: SimCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run("add_cluster", "gpu-a", "--kubeconfig", str(sim.write_kubeconfig(tmp_path / "config")))
+    with caplog.at_level(logging.INFO, logger="console.tasks"):
+        tasks.sync_cluster(Cluster.objects.get().pk)
+    assert re.search(r"sync of cluster gpu-a \(\d+\): .* API requests .*s CPU", caplog.text)
