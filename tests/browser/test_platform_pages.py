@@ -232,6 +232,8 @@ def addons(page: Page, base: str, folder: Path) -> None:
     page.goto(f"{base}/addons/")
     expect(page.locator(".notice")).to_contain_text("Ready means the add-on has reached")
     expect(page.locator("tr[data-addon]")).to_have_count(Addon.objects.count())
+    claim = page.locator('tr[data-addon="kuberay-operator"] [data-ready-claims]')
+    expect(claim).to_contain_text("Ready only means the workload is available", timeout=LIVE)
     assert Addon.objects.count() >= 2
     shoot(page, folder, "addons.png")
 
