@@ -32,8 +32,9 @@ from jobs.models import Job, Operation
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
 STUCK_PENDING_AFTER = timedelta(minutes=10)
 ATTENTION_LIMIT = 50
-# The Jobs judged per request (newest first): most that the database selects have a problem.
-CANDIDATE_LIMIT = 4 * ATTENTION_LIMIT
+# The Jobs judged per request (newest first). Nearly every Job the database selects has a
+# problem (jobs.attention.may_have_a_problem is a close superset), so a margin is enough.
+CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
 LIVE_PHASES = (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.STOPPED)
 # What the attention list reads of a Job (not its spec, which can be large).
 ATTENTION_FIELDS = (

@@ -280,8 +280,8 @@ def test_it_shows_restart_details_only_to_an_operator_as_the_panel_does(
     assert "Restarted after an error: restarted-0" in row and "2 restarts" in row
 
 
-def failed_job(project: Project, cluster: Cluster, name: str = "broke") -> Job:
-    job = make_job(project, cluster, name, phase=JobPhase.FAILED)
+def failed_job(project: Project, cluster: Cluster, name: str = "broke", **fields: object) -> Job:
+    job = make_job(project, cluster, name, phase=JobPhase.FAILED, **fields)
     Task.objects.create(
         job=job, role="eval", kind=TaskKind.JOB, template=TASK, phase=TaskPhase.FAILED,
         message="BackoffLimitExceeded", observed_at=NOW,
@@ -556,3 +556,16 @@ def test_it_uses_the_same_number_of_queries_for_3_and_30_jobs_needing_attention(
     assert html.count('<tr data-job="job-') == 30
     assert "Crash loop: job-29-0" in html and "Image cannot be pulled: job-29-1" in html
     assert "Node offline: job-29-2" in html and 'data-job="job-27"' in html
+
+
+def test_it_shows_the_newest_fifty_and_counts_every_job_needing_a_look(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    for index in range(80):
+        failed_job(
+            project, reachable, f"broke-{index:02d}", created_at=NOW - timedelta(minutes=80 - index)
+        )
+    html = page(client, alice)
+    assert html.count('<tr data-job="broke-') == 50
+    assert 'data-job="broke-79"' in html and 'data-job="broke-29"' not in html
+    assert "Showing the newest 50 of 80." in html
