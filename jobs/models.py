@@ -68,6 +68,17 @@ class Job(models.Model):
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     observed_at = models.DateTimeField(_("observed at"), null=True, blank=True)
+    # A Failed Job needs a look until a member of its project opens its page (or clones it):
+    # the dashboard lists it until then (jobs.operations.note_failure_seen).
+    failure_seen_at = models.DateTimeField(_("failure seen at"), null=True, blank=True)
+    failure_seen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("failure seen by"),
+    )
     # Delete is irreversible: reconcile removes the cluster objects, then this row.
     delete_requested_at = models.DateTimeField(_("delete requested at"), null=True, blank=True)
 

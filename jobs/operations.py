@@ -24,6 +24,7 @@ from django.utils.translation import gettext
 
 from console import tasks
 from console.models import Cluster, Project
+from jobs.access import projects_for
 from jobs.choices import Action, JobPhase, TaskPhase
 from jobs.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
@@ -169,6 +170,21 @@ def clone_job(user: User, job: Job, name: str, overrides: Mapping[str, Any] | No
     if overrides is None or "project" not in overrides:
         data["project"] = job.project.name
     return create_job(user, parse_job_spec(data, user), cloned_from=job)
+
+
+# --- after a failure -----------------------------------------------------------------------
+
+
+def note_failure_seen(user: User, job: Job) -> bool:
+    """A member of the project opened a Failed Job's page: someone has looked, so the dashboard
+    stops listing it. Only the first look is kept (a conditional UPDATE); a viewer's look does
+    not count, as a viewer cannot act on what they saw. True when this call recorded it."""
+    if job.phase != JobPhase.FAILED or job.failure_seen_at is not None:
+        return False
+    if not projects_for(user, write=True).filter(pk=job.project_id).exists():
+        return False
+    unseen = Job.objects.filter(pk=job.pk, phase=JobPhase.FAILED, failure_seen_at__isnull=True)
+    return bool(unseen.update(failure_seen_at=timezone.now(), failure_seen_by=_owner(user)))
 
 
 # --- stop and resume -----------------------------------------------------------------------

@@ -2,18 +2,19 @@
 that need a look, each with the reason in words.
 
 A constant number of queries whatever the number of Jobs: counts are aggregated in the database,
-and the attention list is one filtered query plus one aggregate over the Workers of the Jobs shown.
+and the attention list is one filtered query plus a fixed few over the Tasks, Workers and Nodes
+of the Jobs shown (jobs.attention), which the troubleshooting panel's own rule then judges.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -24,20 +25,22 @@ from console.models import Cluster
 from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import Freshness, is_stale, job_freshness
 from jobs.access import User, jobs_for
-from jobs.choices import Action, JobPhase, PodPhase
+from jobs.attention import Reason, known_problems, may_have_a_problem
+from jobs.choices import Action, JobPhase
 from jobs.models import Job, Operation
-from workers.models import Worker
 
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
 STUCK_PENDING_AFTER = timedelta(minutes=10)
 ATTENTION_LIMIT = 50
-# Container states that mean the process keeps dying (KUBERNETES-FACTS §Pods).
-CRASH_REASONS = ("CrashLoopBackOff", "Error", "OOMKilled")
+# The Jobs judged per request (newest first). Nearly every Job the database selects has a
+# problem (jobs.attention.may_have_a_problem is a close superset), so a margin is enough.
+CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
 LIVE_PHASES = (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.STOPPED)
 # What the attention list reads of a Job (not its spec, which can be large).
 ATTENTION_FIELDS = (
     "name",
     "phase",
+    "stopped",
     "created_at",
     "observed_at",
     "project__name",
@@ -68,23 +71,12 @@ def age_words(moment: datetime | None, now: datetime) -> str:
 
 
 @dataclass(frozen=True)
-class PodTrouble:
-    """What the Workers of one Job last reported that means its processes keep dying."""
-
-    crashing: int = 0
-    failed: int = 0
-    restarts: int = 0
-    reasons: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class JobFacts:
     phase: str
     pending_since: datetime
     freshness: Freshness
     cluster: str
     cluster_reachable: bool
-    trouble: PodTrouble = field(default_factory=PodTrouble)
 
 
 @dataclass(frozen=True)
@@ -93,54 +85,41 @@ class Attention:
     name: str
     project: str
     phase: str
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
 
 
-def attention_reasons(job: JobFacts, now: datetime) -> list[str]:
-    """Why a Job needs a look, in words, most telling first (spec §Troubleshooting: the Task
-    layer, then the cluster and workload, then the Pods)."""
-    reasons = _pod_reasons(job.trouble)
-    if job.phase == JobPhase.PENDING and now - job.pending_since > STUCK_PENDING_AFTER:
-        reasons.append(_stuck_reason(now - job.pending_since))
+def attention_reasons(job: JobFacts, problems: Iterable[Reason], now: datetime) -> list[Reason]:
+    """Why a Job needs a look, most telling first (spec §Troubleshooting: the Task layer, then the
+    cluster and workload, then the Pods): a failure nobody looked at, the known problems in the
+    panel's words, else how long it has been Pending, then how old what is shown is."""
+    reasons = []
+    if job.phase == JobPhase.FAILED:
+        reasons.append(Reason(_("Failed, and no member of the project has opened it since: save "
+                                "its logs and outputs, fix the spec, then clone it.")))  # fmt: skip
+    reasons += problems
+    if (
+        not reasons
+        and job.phase == JobPhase.PENDING
+        and now - job.pending_since > STUCK_PENDING_AFTER
+    ):
+        reasons.append(Reason(_stuck_reason(now - job.pending_since)))
+    if job.phase in LIVE_PHASES:
+        reasons += [Reason(text) for text in _freshness_reasons(job, now)]
+    return reasons
+
+
+def _freshness_reasons(job: JobFacts, now: datetime) -> list[str]:
     if not job.cluster_reachable:
-        reasons.append(
+        return [
             _("Cluster %(cluster)s is unreachable: the status shown is the last one observed.")
             % {"cluster": job.cluster}
-        )
-    elif job.freshness.stale and job.freshness.observed_at is None:
-        reasons.append(_("No sync has observed this job yet."))
-    elif job.freshness.stale:
+        ]
+    if job.freshness.stale and job.freshness.observed_at is None:
+        return [_("No sync has observed this job yet.")]
+    if job.freshness.stale:
         age = age_words(job.freshness.observed_at, now)
-        reasons.append(_("Stale status: last observed %(age)s.") % {"age": age})
-    return reasons
-
-
-def _pod_reasons(trouble: PodTrouble) -> list[str]:
-    reasons = []
-    if trouble.crashing:
-        reasons.append(
-            ngettext(
-                "%(count)d pod is crash-looping or erroring (%(reasons)s).",
-                "%(count)d pods are crash-looping or erroring (%(reasons)s).",
-                trouble.crashing,
-            )
-            % {"count": trouble.crashing, "reasons": ", ".join(trouble.reasons)}
-        )
-    if trouble.failed:
-        reasons.append(
-            ngettext("%(count)d pod failed.", "%(count)d pods failed.", trouble.failed)
-            % {"count": trouble.failed}
-        )
-    if trouble.restarts:
-        reasons.append(
-            ngettext(
-                "Containers restarted %(count)d time.",
-                "Containers restarted %(count)d times.",
-                trouble.restarts,
-            )
-            % {"count": trouble.restarts}
-        )
-    return reasons
+        return [_("Stale status: last observed %(age)s.") % {"age": age}]
+    return []
 
 
 def _stuck_reason(pending_for: timedelta) -> str:
@@ -173,10 +152,11 @@ def last_resumes(job_ids: Iterable[int]) -> dict[int, datetime]:
     return dict(rows.annotate(last=Max("requested_at")).values_list("job_id", "last"))
 
 
-def _troubled_workers() -> QuerySet[Worker]:
-    return Worker.objects.filter(
-        Q(reason__in=CRASH_REASONS) | Q(phase=PodPhase.FAILED) | Q(restart_count__gt=0)
-    )
+def _failed_unseen() -> Q:
+    """Spec §Job status: after a failure, save logs and outputs, fix, clone. A Failed Job needs
+    a look until a member has opened its page (Job.failure_seen_at) or someone cloned it."""
+    clones = Job.objects.filter(cloned_from=OuterRef("pk"))
+    return Q(~Exists(clones), phase=JobPhase.FAILED, failure_seen_at__isnull=True)
 
 
 def _fresh(cutoff: datetime) -> Q:
@@ -190,37 +170,38 @@ def _fresh(cutoff: datetime) -> Q:
     )
 
 
-def _needing_attention(user: User, now: datetime) -> QuerySet[Job]:
-    troubled = _troubled_workers().values("task__job_id")
+def _needing_attention(user: User, now: datetime, operator: bool) -> QuerySet[Job]:
+    live = Q(phase__in=LIVE_PHASES)
     return jobs_for(user).filter(
-        Q(phase__in=LIVE_PHASES),
-        _stuck_pending(now - STUCK_PENDING_AFTER)
-        | Q(phase__in=(JobPhase.PENDING, JobPhase.RUNNING), pk__in=troubled)
-        | Q(cluster__reachable=False)
-        | ~_fresh(now - timedelta(seconds=settings.TRAINYARD_STALE_AFTER)),
+        _failed_unseen()
+        | may_have_a_problem(now, operator)
+        | _stuck_pending(now - STUCK_PENDING_AFTER)
+        | (live & Q(cluster__reachable=False))
+        | (live & ~_fresh(now - timedelta(seconds=settings.TRAINYARD_STALE_AFTER))),
     )
 
 
-def attention_jobs(user: User, now: datetime) -> tuple[list[Attention], int]:
-    """The user's live Jobs that need a look (at most ATTENTION_LIMIT) and how many there are."""
-    needing = _needing_attention(user, now)
-    shown = list(
+def attention_jobs(user: User, now: datetime, operator: bool) -> tuple[list[Attention], int]:
+    """The user's Jobs that need a look (at most ATTENTION_LIMIT) and how many there are.
+
+    The database selects the candidates; the panel's rule judges the newest CANDIDATE_LIMIT of
+    them. Past that many, the candidates not judged are counted as needing a look."""
+    needing = _needing_attention(user, now, operator)
+    candidates = list(
         needing.select_related("cluster", "project")
         .only(*ATTENTION_FIELDS)
-        .order_by("-created_at")[:ATTENTION_LIMIT]
+        .order_by("-created_at", "-pk")[:CANDIDATE_LIMIT]
     )
-    troubles = pod_troubles(job.pk for job in shown if job.phase != JobPhase.STOPPED)
-    resumed = last_resumes(job.pk for job in shown if job.phase == JobPhase.PENDING)
-    rows = [
-        _attention_row(job, troubles.get(job.pk, PodTrouble()), resumed.get(job.pk), now)
-        for job in shown
-    ]
-    total = len(shown) if len(shown) < ATTENTION_LIMIT else needing.count()
-    return rows, total
+    problems = known_problems(candidates, now, operator)
+    resumed = last_resumes(job.pk for job in candidates if job.phase == JobPhase.PENDING)
+    rows = [_attention_row(job, problems[job.pk], resumed.get(job.pk), now) for job in candidates]
+    rows = [row for row in rows if row.reasons]
+    unjudged = needing.count() - CANDIDATE_LIMIT if len(candidates) == CANDIDATE_LIMIT else 0
+    return rows[:ATTENTION_LIMIT], len(rows) + unjudged
 
 
 def _attention_row(
-    job: Job, trouble: PodTrouble, resumed_at: datetime | None, now: datetime
+    job: Job, problems: Iterable[Reason], resumed_at: datetime | None, now: datetime
 ) -> Attention:
     facts = JobFacts(
         phase=job.phase,
@@ -228,34 +209,9 @@ def _attention_row(
         freshness=job_freshness(job, now),
         cluster=job.cluster.name,
         cluster_reachable=job.cluster.reachable,
-        trouble=trouble,
     )
-    reasons = tuple(attention_reasons(facts, now))
+    reasons = tuple(attention_reasons(facts, problems, now))
     return Attention(job.pk, job.name, job.project.name, job.phase, reasons)
-
-
-def pod_troubles(job_ids: Iterable[int]) -> dict[int, PodTrouble]:
-    """Crash-looping, failed and restarted Workers per Job, in one grouped query."""
-    groups = (
-        _troubled_workers()
-        .filter(task__job_id__in=list(job_ids))
-        .values("task__job_id", "reason", "phase")
-        .annotate(pods=Count("pk"), restarts=Sum("restart_count"))
-        .order_by("task__job_id", "reason", "phase")
-    )
-    found: dict[int, PodTrouble] = {}
-    for group in groups:
-        seen = found.get(group["task__job_id"], PodTrouble())
-        crashing = group["reason"] in CRASH_REASONS
-        found[group["task__job_id"]] = PodTrouble(
-            crashing=seen.crashing + (group["pods"] if crashing else 0),
-            failed=seen.failed + (group["pods"] if group["phase"] == PodPhase.FAILED else 0),
-            restarts=seen.restarts + (group["restarts"] or 0),
-            reasons=(*seen.reasons, group["reason"])
-            if crashing and group["reason"] not in seen.reasons
-            else seen.reasons,
-        )
-    return found
 
 
 @dataclass(frozen=True)
@@ -294,7 +250,7 @@ def phase_counts(user: User) -> list[tuple[str, int]]:
 @login_required
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
-    attention, attention_total = attention_jobs(request.user, now)
+    attention, attention_total = attention_jobs(request.user, now, request.user.is_staff)
     context = {
         "phase_counts": phase_counts(request.user),
         "clusters": cluster_lines(now),

@@ -13,12 +13,14 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import translation
 
-from console.models import Cluster, Project
+from console.models import Cluster, Membership, Node, Project
 from console.views.dashboard import age_words
-from jobs.choices import Action, JobPhase, PodPhase
+from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task
-from workers.models import Worker
+from jobs.troubleshoot import Problem
+from workers.models import PodInstance, Worker
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 TASK = {"role": "worker", "kind": "StatefulSet", "replicas": 1, "image": "rlinf:1"}
@@ -49,6 +51,7 @@ def make_job(
 def make_worker(job: Job, pod: str, **fields: object) -> Worker:
     task, _ = Task.objects.get_or_create(job=job, role="worker", defaults={"template": TASK})
     fields.setdefault("phase", PodPhase.RUNNING)
+    fields.setdefault("ready", fields["phase"] == PodPhase.RUNNING and not fields.get("reason"))
     return Worker.objects.create(task=task, pod_name=pod, last_reported_at=NOW, **fields)
 
 
@@ -163,49 +166,202 @@ def test_it_counts_pending_from_the_last_resume_not_from_creation(
     assert 'data-job="resumed"' not in page(client, alice)
 
 
+PENDING_POD = {"phase": PodPhase.PENDING, "ready": False}
+
+
 @pytest.mark.parametrize(
-    ("worker", "words"),
+    ("worker", "problem"),
     [
-        (
-            {"reason": "CrashLoopBackOff", "restart_count": 4},
-            [
-                "1 pod is crash-looping or erroring (CrashLoopBackOff).",
-                "Containers restarted 4 times.",
-            ],
-        ),
-        (
-            {"reason": "OOMKilled", "restart_count": 1},
-            ["1 pod is crash-looping or erroring (OOMKilled).", "Containers restarted 1 time."],
-        ),
-        ({"phase": PodPhase.FAILED, "reason": "Evicted"}, ["1 pod failed."]),
-        ({"restart_count": 2}, ["Containers restarted 2 times."]),
+        ({**PENDING_POD, "reason": "ImagePullBackOff", "message": "Back-off pulling image"},
+         Problem.IMAGE_PULL),
+        ({**PENDING_POD, "reason": "ErrImagePull", "message": "manifest unknown"},
+         Problem.IMAGE_PULL),
+        ({"ready": False, "reason": "CrashLoopBackOff", "restart_count": 4}, Problem.CRASH_LOOP),
+        ({"ready": False, "reason": "OOMKilled", "restart_count": 1}, Problem.OUT_OF_MEMORY),
+        ({**PENDING_POD, "reason": "Unschedulable",
+          "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."},
+         Problem.UNSCHEDULABLE),
+        ({**PENDING_POD, "reason": "CreateContainerConfigError", "message": "no secret s3"},
+         Problem.CONFIG_ERROR),
+        ({"phase": PodPhase.FAILED, "ready": False, "reason": "Evicted"}, Problem.EVICTED),
+        ({"phase": PodPhase.FAILED, "ready": False}, Problem.POD_FAILED),
+        ({"reason": "NodeNotReady", "message": "Node node-1 is not ready"}, Problem.NODE_OFFLINE),
     ],
-)
-def test_it_lists_a_running_job_with_crash_looping_or_failed_pods(
+)  # fmt: skip
+def test_it_lists_a_job_as_soon_as_a_known_problem_is_observed_in_the_panels_words(
     client: Client,
     alice: User,
     reachable: Cluster,
     project: Project,
     worker: dict[str, object],
-    words: list[str],
+    problem: Problem,
 ) -> None:
-    job = make_job(project, reachable, "crashy")
-    make_worker(job, "crashy-worker-0", **worker)
-    make_worker(job, "crashy-worker-1")
-    row = attention_row(page(client, alice), "crashy")
-    for sentence in words:
-        assert sentence in row
+    """Seconds after creation, not after 10 minutes Pending, and with the very words of the job
+    page's troubleshooting panel (spec §Troubleshooting a status that does not change)."""
+    job = make_job(
+        project, reachable, "sick", phase=JobPhase.PENDING, created_at=NOW - timedelta(seconds=5)
+    )
+    make_worker(job, "sick-worker-0", **worker)
+    make_worker(job, "sick-worker-1")
+    row = attention_row(page(client, alice), "sick")
+    words = f"{problem.label}: sick-worker-0"
+    assert words in row and "sick-worker-1" not in row
+    assert "Pending for" not in row
+    panel = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert re.search(rf"<strong>{re.escape(str(problem.label))}</strong>: sick-worker-0\b", panel)
 
 
-def test_it_names_every_crash_reason_and_counts_the_pods(
+def test_it_quotes_what_kubernetes_said_beside_the_panels_words(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    job = make_job(project, reachable, "pull", phase=JobPhase.PENDING)
+    make_worker(job, "pull-worker-0", **PENDING_POD, reason="ImagePullBackOff",
+                message='Back-off pulling image "rlinf:typo"')  # fmt: skip
+    row = attention_row(page(client, alice), "pull")
+    assert "Image cannot be pulled: pull-worker-0" in row
+    assert "ImagePullBackOff · Back-off pulling image &quot;rlinf:typo&quot;" in row
+
+
+def test_it_words_a_problem_in_chinese_exactly_as_the_panel_does(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    job = make_job(project, reachable, "pull", phase=JobPhase.PENDING)
+    make_worker(job, "pull-0", **PENDING_POD, reason="ImagePullBackOff")
+    for index in range(1, 7):
+        make_worker(job, f"pull-{index}", **PENDING_POD, reason="ErrImagePull")
+    with translation.override("zh-hans"):
+        label = str(Problem.IMAGE_PULL.label)
+    assert label != "Image cannot be pulled"
+    client.force_login(alice)
+    chinese = {"Accept-Language": "zh-hans"}
+    row = attention_row(client.get("/", headers=chinese).content.decode(), "pull")
+    assert f"{label}: pull-0, pull-1, pull-2, pull-3, pull-4 等另外 2 个" in row
+    panel = client.get(f"/jobs/{job.pk}/", headers=chinese).content.decode()
+    assert f"<strong>{label}</strong>: pull-0, pull-1, pull-2, pull-3, pull-4 等另外 2 个" in panel
+
+
+def test_it_names_a_few_pods_with_the_same_problem_and_counts_the_rest(
     client: Client, alice: User, reachable: Cluster, project: Project
 ) -> None:
     job = make_job(project, reachable, "crashy")
-    for index, reason in enumerate(["CrashLoopBackOff", "CrashLoopBackOff", "Error"]):
-        make_worker(job, f"crashy-worker-{index}", reason=reason, restart_count=1)
+    for index in range(7):
+        make_worker(job, f"crashy-{index}", ready=False, reason="CrashLoopBackOff", restart_count=1)
     row = attention_row(page(client, alice), "crashy")
-    assert "3 pods are crash-looping or erroring (CrashLoopBackOff, Error)." in row
-    assert "Containers restarted 3 times." in row
+    assert "Crash loop: crashy-0, crashy-1, crashy-2, crashy-3, crashy-4 and 2 more" in row
+
+
+def test_it_waits_for_one_reconciliation_before_calling_a_starting_pod_not_ready(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    """Spec §Troubleshooting: wait for one normal reconciliation first (the panel's patience)."""
+    young = make_job(project, reachable, "young", created_at=NOW - timedelta(seconds=5))
+    make_worker(young, "young-0", ready=False)
+    make_worker(young, "young-1", reason="ContainerCreating", phase=PodPhase.PENDING)
+    old = make_job(project, reachable, "older", created_at=NOW - timedelta(minutes=5))
+    make_worker(old, "older-0", ready=False)
+    html = page(client, alice)
+    assert 'data-job="young"' not in html
+    assert "Not ready: older-0" in attention_row(html, "older")
+
+
+def test_it_shows_restart_details_only_to_an_operator_as_the_panel_does(
+    client: Client, alice: User, olga: User, reachable: Cluster, project: Project
+) -> None:
+    """Spec §Where to look: restart counts and termination reasons are for operators."""
+    Membership.objects.create(user=olga, project=project)
+    job = make_job(project, reachable, "restarted")
+    worker = make_worker(job, "restarted-0", restart_count=2, pod_uid="uid-1")
+    PodInstance.objects.create(
+        task=worker.task, uid="uid-1", pod_name="restarted-0", phase=PodPhase.RUNNING,
+        restart_count=2, last_exit_code=1, first_seen_at=NOW, last_seen_at=NOW,
+    )  # fmt: skip
+    assert 'data-job="restarted"' not in page(client, alice)
+    row = attention_row(page(client, olga), "restarted")
+    assert "Restarted after an error: restarted-0" in row and "2 restarts" in row
+
+
+def failed_job(project: Project, cluster: Cluster, name: str = "broke", **fields: object) -> Job:
+    job = make_job(project, cluster, name, phase=JobPhase.FAILED, **fields)
+    Task.objects.create(
+        job=job, role="eval", kind=TaskKind.JOB, template=TASK, phase=TaskPhase.FAILED,
+        message="BackoffLimitExceeded", observed_at=NOW,
+    )  # fmt: skip
+    return job
+
+
+def test_it_lists_a_failed_job_until_a_member_opens_its_page(
+    client: Client, alice: User, bob: User, reachable: Cluster, project: Project
+) -> None:
+    """Spec §Job status: after a failure, save logs and outputs, fix, clone: someone must look."""
+    job = failed_job(project, reachable)
+    row = attention_row(page(client, alice), "broke")
+    assert "Failed, and no member of the project has opened it since" in row
+    assert "Task failed: eval" in row and "BackoffLimitExceeded" in row
+    assert client.get(f"/jobs/{job.pk}/").status_code == 200  # alice, a member, looks
+    job.refresh_from_db()
+    assert job.failure_seen_at == NOW and job.failure_seen_by == alice
+    assert 'data-job="broke"' not in page(client, bob)
+    client.force_login(bob)
+    client.get(f"/jobs/{job.pk}/")
+    job.refresh_from_db()
+    assert job.failure_seen_by == alice  # the first look is kept
+
+
+def test_it_keeps_listing_a_failed_job_that_only_a_viewer_opened(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    viewer = User.objects.create_user("vera")
+    Membership.objects.create(user=viewer, project=project, role=Membership.Role.VIEWER)
+    job = failed_job(project, reachable)
+    client.force_login(viewer)
+    assert client.get(f"/jobs/{job.pk}/").status_code == 200
+    job.refresh_from_db()
+    assert job.failure_seen_at is None
+    assert 'data-job="broke"' in page(client, alice)
+
+
+def test_it_records_no_look_from_an_outsider(
+    client: Client, alice: User, charlie: User, reachable: Cluster, project: Project
+) -> None:
+    job = failed_job(project, reachable)
+    client.force_login(charlie)
+    assert client.get(f"/jobs/{job.pk}/").status_code == 404
+    job.refresh_from_db()
+    assert job.failure_seen_at is None
+
+
+def test_it_stops_listing_a_failed_job_once_it_was_cloned(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    job = failed_job(project, reachable)
+    make_job(project, reachable, "broke-2", cloned_from=job)
+    html = page(client, alice)
+    assert 'data-job="broke"' not in html
+
+
+def test_it_does_not_list_a_succeeded_job(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    make_job(project, reachable, "done", phase=JobPhase.SUCCEEDED)
+    assert 'data-job="done"' not in page(client, alice)
+
+
+def test_it_gives_the_same_answer_in_the_page_and_in_the_polled_fragment(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    failed_job(project, reachable)
+    pulling = make_job(project, reachable, "pull", phase=JobPhase.PENDING)
+    make_worker(pulling, "pull-0", **PENDING_POD, reason="ErrImagePull", message="not found")
+    full = page(client, alice)
+    fragment = page(client, alice, **{"HX-Request": "true"})
+
+    def attention(html: str) -> str:
+        match = re.search(r'<section aria-labelledby="attention-title">.*?</section>', html, re.S)
+        assert match
+        return match.group(0)
+
+    assert attention(full) == attention(fragment)
+    assert 'data-job="broke"' in fragment and "Image cannot be pulled: pull-0" in fragment
 
 
 def test_it_leaves_out_a_healthy_running_job_and_a_stopped_one_with_old_restarts(
@@ -364,21 +520,52 @@ def _queries(client: Client) -> int:
     return len(captured)
 
 
+def add_troubled_jobs(project: Project, cluster: Cluster, first: int, count: int) -> None:
+    """Jobs with every kind of trouble: pods crash-looping, pulling, pending on an Offline node,
+    restarted (for operators), a Failed job nobody opened, an unreachable cluster, ..."""
+    Node.objects.get_or_create(
+        cluster=cluster, name="node-1", defaults={"phase": Node.Phase.OFFLINE, "observed_at": NOW}
+    )
+    for index in range(first, first + count):
+        name = f"job-{index}"
+        if index % 4 == 3:
+            failed_job(project, cluster, name)
+            continue
+        job = make_job(project, cluster, name, created_at=NOW - timedelta(hours=1))
+        make_worker(job, f"{name}-0", ready=False, reason="CrashLoopBackOff", restart_count=2,
+                    pod_uid=f"uid-{index}")  # fmt: skip
+        make_worker(job, f"{name}-1", **PENDING_POD, reason="ImagePullBackOff")
+        make_worker(job, f"{name}-2", node_name="node-1", restart_count=1)
+        Cluster.objects.create(name=f"extra-{index}", kubeconfig="x")
+
+
+@pytest.mark.parametrize("user", ["alice", "olga"])
 def test_it_uses_the_same_number_of_queries_for_3_and_30_jobs_needing_attention(
-    client: Client, alice: User, cluster: Cluster, project: Project
+    client: Client, cluster: Cluster, project: Project, user: str, request: pytest.FixtureRequest
 ) -> None:
-    """Counts are aggregated, the attention list is one query and one grouped Worker query."""
-    client.force_login(alice)
-
-    def add(first: int, count: int) -> None:
-        for index in range(first, first + count):
-            job = make_job(project, cluster, f"job-{index}", created_at=NOW - timedelta(hours=1))
-            make_worker(job, f"job-{index}-worker-0", reason="CrashLoopBackOff", restart_count=2)
-            Cluster.objects.create(name=f"extra-{index}", kubeconfig="x")
-
-    add(0, 3)
+    """Counts are aggregated; the attention list is one query, then one each for the Tasks,
+    Workers, Nodes (and, for an operator, pod instances) of all the Jobs shown."""
+    viewer = request.getfixturevalue(user)
+    Membership.objects.get_or_create(user=viewer, project=project)
+    client.force_login(viewer)
+    add_troubled_jobs(project, cluster, 0, 3)
     small = _queries(client)
-    add(3, 27)
-    assert _queries(client) == small
+    add_troubled_jobs(project, cluster, 3, 27)
+    assert _queries(client) == small <= 10
     html = client.get("/").content.decode()
     assert html.count('<tr data-job="job-') == 30
+    assert "Crash loop: job-29-0" in html and "Image cannot be pulled: job-29-1" in html
+    assert "Node offline: job-29-2" in html and 'data-job="job-27"' in html
+
+
+def test_it_shows_the_newest_fifty_and_counts_every_job_needing_a_look(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    for index in range(80):
+        failed_job(
+            project, reachable, f"broke-{index:02d}", created_at=NOW - timedelta(minutes=80 - index)
+        )
+    html = page(client, alice)
+    assert html.count('<tr data-job="broke-') == 50
+    assert 'data-job="broke-79"' in html and 'data-job="broke-29"' not in html
+    assert "Showing the newest 50 of 80." in html

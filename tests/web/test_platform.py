@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import time_machine
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.contrib.staticfiles import finders
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -243,6 +245,27 @@ def test_it_flags_no_version_difference_when_no_desired_version_is_set(
     assert "not the desired version" not in html and "<code>v1.3.0</code>" in html
 
 
+def test_it_says_what_ready_claims_when_no_desired_version_is_set(
+    client: Client, alice: User, reachable: Cluster
+) -> None:
+    """Spec §Node and Addon status: Ready means the Addon reached its desired version; without
+    one, the page says that Ready claims only that the workload is available."""
+    make_addon(reachable, "ray-operator", phase=Addon.Phase.READY, current_version="v1.3.0")
+    make_addon(
+        reachable,
+        "gpu-device-plugin",
+        phase=Addon.Phase.READY,
+        desired_version="v0.17.0",
+        current_version="v0.17.0",
+    )
+    make_addon(reachable, "volcano", phase=Addon.Phase.INSTALLING)
+    html = get(client, alice, "/addons/")
+    claim = "no desired version is set: Ready only means the workload is available"
+    assert claim in row(html, "addon", "ray-operator")
+    assert claim not in row(html, "addon", "gpu-device-plugin")
+    assert claim not in row(html, "addon", "volcano")
+
+
 def poll_url(html: str) -> str:
     match = re.search(r'hx-get="([^"]+)"', html)
     assert match
@@ -320,3 +343,17 @@ def test_it_uses_the_same_number_of_queries_for_3_and_40_rows(
     add(3, 37)
     assert _queries(client, url) == small
     assert get(client, alice, url).count("<tr ") == 40
+
+
+@pytest.mark.parametrize("url", ["/accounts/login/", "/", *PAGES])
+def test_it_links_a_favicon_that_is_shipped_so_no_page_asks_for_a_missing_one(
+    client: Client, alice: User, url: str
+) -> None:
+    """Without a linked icon every browser asks for /favicon.ico, a 404 on every page."""
+    if url != "/accounts/login/":
+        client.force_login(alice)
+    html = client.get(url).content.decode()
+    link = re.search(r'<link rel="icon" href="/static/([^"]+)" type="image/svg\+xml">', html)
+    assert link, f"{url} links no favicon"
+    shipped = finders.find(link.group(1))
+    assert isinstance(shipped, str) and Path(shipped).read_text().startswith("<svg ")

@@ -319,3 +319,13 @@ def test_it_uses_the_same_number_of_queries_for_3_and_30_workflows(
         )
     assert _queries(client, "/workflows/") == small
     assert get(client, alice, "/workflows/").count("<tr data-workflow=") == 30
+
+
+def test_it_names_the_workflow_in_the_breadcrumb_not_its_project(
+    client: Client, alice: User, pipeline: Workflow
+) -> None:
+    html = get(client, alice, f"/workflows/{pipeline.pk}/")
+    crumbs = re.search(r'<nav class="crumbs"[^>]*>(.*?)</nav>', html, re.S)
+    assert crumbs, "the workflow page has no breadcrumb"
+    assert re.sub(r"<[^>]+>", "", crumbs.group(1)).split() == ["Workflows", "/", "pipe"]
+    assert 'href="/workflows/"' in crumbs.group(1)

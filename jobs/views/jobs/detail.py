@@ -22,6 +22,7 @@ from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.forms import DeleteForm
 from jobs.lifecycle import allowed_actions
 from jobs.models import Job, Task
+from jobs.operations import note_failure_seen
 from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, TaskFacts, diagnose
 from jobs.views.jobs.common import (
     POLL_SECONDS,
@@ -53,6 +54,7 @@ class TaskRow:
 def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The status part refreshes with htmx; 204 when what it shows has not changed."""
     job = get_job_for_user(request.user, pk)
+    note_failure_seen(request.user, job)  # the dashboard lists a Failed job until a member looks
     context = _job_context(request, job)
     if request.htmx and request.GET.get("part") == "status":
         if request.GET.get("v") == context["version"]:

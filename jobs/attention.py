@@ -1,0 +1,248 @@
+"""The known problems of many Jobs at once, for the dashboard: the troubleshooting panel's own rule
+(`jobs.troubleshoot.diagnose`) over the same facts, gathered in a fixed number of queries.
+
+Two halves. `may_have_a_problem` is the database's coarse filter: every Job in which `diagnose`
+can find a problem matches it (a few that match turn out fine once diagnosed). `known_problems`
+then gathers the Tasks, suspect Workers and Nodes of the Jobs shown, in one query each, and lets
+`diagnose` decide and word each problem exactly as the job page's panel does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Exists, F, OuterRef, Q, Window
+from django.db.models.functions import RowNumber
+from django.utils.translation import ngettext
+
+from console.kube.problems import STARTING
+from console.models import Node
+from jobs.choices import JobPhase, PodPhase, TaskPhase
+from jobs.models import Job, Task
+from jobs.troubleshoot import (
+    ClusterFacts,
+    FindingGroup,
+    NodeFacts,
+    PodFacts,
+    Problem,
+    TaskFacts,
+    diagnose,
+)
+from workers.models import PodInstance, Worker
+
+# The job page's panel looks at this many suspect pods of a Job; so does the dashboard.
+SUSPECT_LIMIT = 200
+# The dashboard words the freshness of each Job itself; the cluster's own findings would repeat it.
+CLUSTER_PROBLEMS = frozenset({Problem.CLUSTER_UNREACHABLE, Problem.CLUSTER_STALE})
+# Reasons the console writes that are no problem by themselves (console.kube.problems.pod_reason).
+HARMLESS_REASONS = STARTING | {"Terminating"}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One line of "why it needs a look": words, and a fact quoted as observed (may be empty)."""
+
+    text: str
+    detail: str = ""
+
+
+def patience(now: datetime) -> datetime:
+    """Spec §Troubleshooting: wait for one normal reconciliation before calling a Task that is
+    merely slow to start wrong (the panel's `patience`, TRAINYARD_STALE_AFTER)."""
+    return now - timedelta(seconds=settings.TRAINYARD_STALE_AFTER)
+
+
+def _settled(now: datetime, task: str = "") -> Q:
+    """The Task was applied (or, never applied, its Job created) longer than `patience` ago."""
+    cutoff = patience(now)
+    return Q(**{f"{task}applied_at__lt": cutoff}) | Q(
+        **{f"{task}applied_at__isnull": True, f"{task}job__created_at__lt": cutoff}
+    )
+
+
+def suspect_workers(now: datetime, operator: bool) -> Q:
+    """Worker rows in which `diagnose` can find a problem: a reason other than a healthy start, a
+    Failed pod, a Running pod not ready once its Task has settled, a pod missing from the last
+    report or on an Offline node, and, for operators who see restart counts, a restart."""
+    offline = Node.objects.filter(
+        cluster_id=OuterRef("task__job__cluster_id"),
+        name=OuterRef("node_name"),
+        phase=Node.Phase.OFFLINE,
+    )
+    suspect = (
+        (~Q(reason="") & ~Q(reason__in=HARMLESS_REASONS))
+        | Q(phase=PodPhase.FAILED)
+        | (Q(phase=PodPhase.RUNNING, ready=False) & _settled(now, "task__"))
+        | Q(last_reported_at__lt=F("task__observed_at"))
+        | Q(Exists(offline))
+    )
+    return suspect | Q(restart_count__gt=0) if operator else suspect
+
+
+def _troubled_tasks(now: datetime) -> Q:
+    """Task rows with a problem of their own: an apply error, a failure, or (once settled) no
+    pod reported although replicas are wanted."""
+    no_pods = (
+        Q(observed_at__isnull=False, apply_error="", ready_replicas__lt=F("desired_replicas"))
+        & ~Q(phase__in=(TaskPhase.SUCCEEDED, TaskPhase.FAILED))
+        & ~Q(job__stopped=True)
+        & ~Exists(Worker.objects.filter(task=OuterRef("pk")))
+        & _settled(now)
+    )
+    return ~Q(apply_error="") | Q(phase=TaskPhase.FAILED) | no_pods
+
+
+def may_have_a_problem(now: datetime, operator: bool) -> Q:
+    """The live Jobs `known_problems` may find something in (pods only while a Job is Pending or
+    Running, as the panel judges a stopped Job by its apply and cluster layers only). A Failed
+    Job is listed for its failure (console.views.dashboard), not here."""
+    workers = Worker.objects.filter(suspect_workers(now, operator)).values("task__job_id")
+    tasks = Task.objects.filter(_troubled_tasks(now)).values("job_id")
+    live = (JobPhase.PENDING, JobPhase.RUNNING)
+    return Q(phase__in=live, pk__in=workers) | Q(phase__in=(*live, JobPhase.STOPPED), pk__in=tasks)
+
+
+def known_problems(
+    jobs: Sequence[Job], now: datetime, operator: bool
+) -> dict[int, tuple[Reason, ...]]:
+    """What the troubleshooting panel would say about each Job to this user, worded alike, in
+    three queries whatever the number of Jobs (four for an operator, who sees exit details)."""
+    ids = [job.pk for job in jobs]
+    tasks, pods = _tasks(ids), _pods(ids, now, operator)
+    nodes = _nodes({job.cluster_id for job in jobs})
+    found = {}
+    for job in jobs:
+        facts = [
+            _task_facts(job, task, pods.get(task.pk, ()), now) for task in tasks.get(job.pk, [])
+        ]
+        found[job.pk] = _problems(job, nodes.get(job.cluster_id, []), facts)
+    return found
+
+
+def _problems(
+    job: Job, nodes: Sequence[NodeFacts], tasks: Sequence[TaskFacts]
+) -> tuple[Reason, ...]:
+    diagnosis = diagnose(
+        stopped=job.stopped,
+        cluster=ClusterFacts(job.cluster.name, job.cluster.reachable, stale=False),
+        nodes=nodes,
+        tasks=tasks,
+        patience=settings.TRAINYARD_STALE_AFTER,
+    )
+    groups = (group for check in diagnosis.layers for group in check.groups)
+    return tuple(_line(group) for group in groups if group.problem not in CLUSTER_PROBLEMS)
+
+
+def _line(group: FindingGroup) -> Reason:
+    """The panel's words: "<label>: <subjects> and N more", and its first detail."""
+    text = f"{group.problem.label}: {', '.join(group.shown)}"
+    if group.more:
+        more = ngettext("and %(more)s more", "and %(more)s more", group.more)
+        text += " " + more % {"more": group.more}
+    return Reason(text, group.details[0] if group.details else "")
+
+
+TASK_FIELDS = (
+    "pk", "job_id", "role", "phase", "desired_replicas", "ready_replicas", "observed_at",
+    "message", "apply_error", "node_selector", "applied_at",
+)  # fmt: skip
+POD_FIELDS = (
+    "task_id", "pod_name", "pod_uid", "node_name", "phase", "ready", "reason", "message",
+    "restart_count", "last_reported_at", "task__observed_at",
+)  # fmt: skip
+
+
+def _tasks(job_ids: list[int]) -> dict[int, list[Any]]:
+    rows = (
+        Task.objects.filter(job_id__in=job_ids)
+        .annotate(pods=Count("workers"))
+        .order_by("job_id", "pk")
+        .values_list(*TASK_FIELDS, "pods", named=True)
+    )
+    found: dict[int, list[Any]] = {}
+    for row in rows:
+        found.setdefault(row.job_id, []).append(row)
+    return found
+
+
+def _pods(job_ids: list[int], now: datetime, operator: bool) -> dict[int, list[PodFacts]]:
+    """The suspect Workers of each Job, at most SUSPECT_LIMIT a Job as on the panel, by Task."""
+    nth = Window(
+        RowNumber(), partition_by=F("task__job_id"), order_by=(F("task_id"), F("pod_name"))
+    )
+    rows = list(
+        Worker.objects.filter(task__job_id__in=job_ids)
+        .filter(suspect_workers(now, operator))
+        .annotate(nth=nth)
+        .filter(nth__lte=SUSPECT_LIMIT)
+        .order_by("task_id", "pod_name")
+        .values_list(*POD_FIELDS, named=True)
+    )
+    exits = _exits(rows) if operator else {}
+    found: dict[int, list[PodFacts]] = {}
+    for row in rows:
+        found.setdefault(row.task_id, []).append(_pod_facts(row, operator, exits))
+    return found
+
+
+def _exits(rows: Sequence[Any]) -> dict[str, tuple[int | None, str]]:
+    """For operators: the last exit code and termination reason of each current pod instance."""
+    uids = [row.pod_uid for row in rows if row.pod_uid]
+    instances = PodInstance.objects.filter(uid__in=uids).order_by()
+    return {
+        uid: (code, reason)
+        for uid, code, reason in instances.values_list(
+            "uid", "last_exit_code", "termination_reason"
+        )
+    }
+
+
+def _nodes(cluster_ids: set[int]) -> dict[int, list[NodeFacts]]:
+    rows = Node.objects.filter(cluster_id__in=cluster_ids).order_by()
+    found: dict[int, list[NodeFacts]] = {}
+    for cluster_id, name, phase, cordoned in rows.values_list(
+        "cluster_id", "name", "phase", "unschedulable"
+    ):
+        found.setdefault(cluster_id, []).append(
+            NodeFacts(name, phase == Node.Phase.ONLINE, not cordoned)
+        )
+    return found
+
+
+def _pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]]) -> PodFacts:
+    """As the job page builds them: restart counts and exit details for operators only."""
+    exit_code, termination = exits.get(row.pod_uid, (None, ""))
+    observed: datetime | None = row.task__observed_at
+    return PodFacts(
+        pod_name=row.pod_name,
+        node_name=row.node_name,
+        phase=row.phase,
+        ready=row.ready,
+        reason=row.reason,
+        message=row.message,
+        in_last_report=observed is None or row.last_reported_at >= observed,
+        restart_count=row.restart_count if operator else None,
+        last_exit_code=exit_code,
+        termination_reason=termination,
+    )
+
+
+def _task_facts(job: Job, task: Any, pods: Sequence[PodFacts], now: datetime) -> TaskFacts:
+    since = task.applied_at or job.created_at
+    return TaskFacts(
+        role=task.role,
+        phase=task.phase,
+        desired_replicas=task.desired_replicas,
+        ready_replicas=task.ready_replicas,
+        observed=task.observed_at is not None,
+        message=task.message,
+        apply_error=task.apply_error,
+        node_selector=task.node_selector or {},
+        pods=tuple(pods),
+        pod_count=task.pods,
+        waited_seconds=(now - since).total_seconds(),
+    )
