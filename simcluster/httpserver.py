@@ -148,7 +148,6 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
-        self.close_connection = True
         stream = iter(response.stream)
         try:
             if garbage:
@@ -156,10 +155,11 @@ class Handler(BaseHTTPRequestHandler):
             for line in stream:
                 self._chunk(line)
                 if truncate:
+                    self.close_connection = True
                     return
-            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.write(b"0\r\n\r\n")  # a complete stream keeps the connection alive
         except OSError:
-            return  # the client went away
+            self.close_connection = True  # the client went away
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
