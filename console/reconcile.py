@@ -56,6 +56,7 @@ from console.kube.observations import (
 from console.models import Cluster
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL, JobPhase, TaskKind, TaskPhase
 from jobs.lifecycle import blocked_by
+from jobs.messages import Kube, Message, encode, waiting_for_upstream
 from jobs.models import Job, Operation, Task, WorkflowEdge
 
 logger = logging.getLogger(__name__)
@@ -312,6 +313,17 @@ class Outcome:
             return self.unreachable
         return next(iter(self.errors.values())).message if self.errors else ""
 
+    def error_record(self, cluster: str) -> Message | None:
+        """The error for an Operation's message: the API server's answer is Kubernetes' text;
+        an unreachable cluster is named in the console's words."""
+        if self.unreachable:
+            detail = {"cluster": cluster, "detail": self.unreachable}
+            return Message("operation.cluster_unreachable", detail)
+        if self.errors:
+            detail_text = next(iter(self.errors.values())).message
+            return Message("operation.apply_error", {"detail": Kube(detail_text)})
+        return None
+
     @property
     def permanent(self) -> bool:
         return any(error.permanent for error in self.errors.values())
@@ -382,7 +394,7 @@ def _record_tasks(job: JobRow, outcome: Outcome, now: datetime) -> int:
 
 def _record_operations(
     operations: Sequence[PendingOperation], outcome: Outcome, blocked: Sequence[str],
-    now: datetime,
+    now: datetime, cluster: str,
 ) -> int:  # fmt: skip
     """Accepted -> applied once the cluster took every write; failed on a permanent error;
     otherwise the last error (or what a Workflow child waits for) goes into the message."""
@@ -392,7 +404,7 @@ def _record_operations(
     accepted = Operation.objects.filter(pk__in=pks, result=Operation.Result.ACCEPTED)
     if outcome.ok and not blocked:
         return accepted.update(result=Operation.Result.APPLIED, finished_at=now)
-    message = outcome.error_message or f"Waiting for upstream jobs: {', '.join(blocked)}."
+    message = encode(outcome.error_record(cluster) or waiting_for_upstream(blocked))
     if outcome.permanent:
         return accepted.update(result=Operation.Result.FAILED, finished_at=now, message=message)
     stale = [operation.pk for operation in operations if operation.message != message]
@@ -401,12 +413,12 @@ def _record_operations(
 
 def record(
     job: JobRow, outcome: Outcome, operations: Sequence[PendingOperation],
-    blocked: Sequence[str], now: datetime,
+    blocked: Sequence[str], now: datetime, cluster: str,
 ) -> int:  # fmt: skip
     """Stores the applied layer; deletes the Job row once its deletion went through.
     Returns the number of rows written."""
     with transaction.atomic():
-        written = _record_operations(operations, outcome, blocked, now)
+        written = _record_operations(operations, outcome, blocked, now, cluster)
         if job.delete_requested_at is not None and outcome.ok:
             Job.objects.filter(pk=job.pk, delete_requested_at__isnull=False).delete()
             return written + 1
@@ -475,7 +487,7 @@ def reconcile_job(job_id: int) -> None:
         gateway = gateway_for(cluster)
         outcome = apply_job(gateway, plan(job, observe_job(gateway, job), blocked))
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
-        outcome = Outcome(unreachable=f"Cluster {cluster.name}: {error}")
+        outcome = Outcome(unreachable=str(error))
     operations = pending_operations(Q(job_id=job.pk)).get(job.pk, [])
-    record(job, outcome, operations, blocked, now)
+    record(job, outcome, operations, blocked, now, cluster.name)
     logger.info("reconciled job %s: %s writes, %s", job.pk, outcome.writes, outcome.error_message)

@@ -122,7 +122,7 @@ def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datet
         if not needs_record and not any(task.apply_error for task in job.tasks):
             continue
         outcome = reconcile.apply_job(gateway, writes)
-        written += reconcile.record(job, outcome, operations, blocked, now)
+        written += reconcile.record(job, outcome, operations, blocked, now, state.cluster.name)
         if outcome.unreachable:
             break
     return written
