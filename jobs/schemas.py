@@ -30,7 +30,9 @@ class Worded(Schema):
     existed. In the parameters a nested message is {code, params} and text written by
     Kubernetes is {kubernetes: text}, never translated."""
 
-    message: str
+    message: str = Field(
+        description="Worded in the request's language (Accept-Language; English by default)."
+    )
     message_code: str | None = Field(
         None, description="Stable code of a message the console wrote; null for plain text."
     )
