@@ -44,15 +44,17 @@ class ClusterForm(forms.ModelForm):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(WordedMessage, admin.ModelAdmin):
     """The kubeconfig is entered when the cluster is added (or with `add_cluster`, which also
     replaces it) and is never shown back."""
 
     form = ClusterForm
-    list_display = ["name", "reachable", "last_synced_at", "last_attempt_at", "message"]
+    list_display = ["name", "reachable", "last_synced_at", "last_attempt_at", "worded_message"]
     list_filter = ["reachable"]
     search_fields = ["name"]
-    readonly_fields = ["reachable", "message", "last_synced_at", "last_attempt_at", "created_at"]
+    readonly_fields = [
+        "reachable", "worded_message", "last_synced_at", "last_attempt_at", "created_at",
+    ]  # fmt: skip
 
     def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
         fields = ("name", "context", "namespace", *self.readonly_fields)

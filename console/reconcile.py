@@ -56,7 +56,7 @@ from console.kube.observations import (
 from console.models import Cluster
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL, JobPhase, TaskKind, TaskPhase
 from jobs.lifecycle import blocked_by
-from jobs.messages import Kube, Message, encode, waiting_for_upstream
+from jobs.messages import Kube, Message, Param, encode, waiting_for_upstream
 from jobs.models import Job, Operation, Task, WorkflowEdge
 
 logger = logging.getLogger(__name__)
@@ -302,6 +302,7 @@ class Outcome:
     done: set[int | None] = field(default_factory=set)
     errors: dict[int | None, ApplyError] = field(default_factory=dict)
     unreachable: str = ""
+    why_unreachable: Message | None = None
 
     @property
     def ok(self) -> bool:
@@ -317,8 +318,8 @@ class Outcome:
         """The error for an Operation's message: the API server's answer is Kubernetes' text;
         an unreachable cluster is named in the console's words."""
         if self.unreachable:
-            detail = {"cluster": cluster, "detail": self.unreachable}
-            return Message("operation.cluster_unreachable", detail)
+            why = self.why_unreachable or self.unreachable
+            return Message("operation.cluster_unreachable", {"cluster": cluster, "detail": why})
         if self.errors:
             detail_text = next(iter(self.errors.values())).message
             return Message("operation.apply_error", {"detail": Kube(detail_text)})
@@ -327,6 +328,17 @@ class Outcome:
     @property
     def permanent(self) -> bool:
         return any(error.permanent for error in self.errors.values())
+
+
+def unreachable_reason(error: ClusterUnreachable | kubeconfig.KubeconfigRejected) -> Message:
+    """Why a cluster could not be read or written, as a coded message; the API server's own
+    Status message stays its text."""
+    if isinstance(error, kubeconfig.KubeconfigRejected):
+        return Message("cluster.kubeconfig_rejected", {"detail": str(error)})
+    params: dict[str, Param] = dict(error.params)
+    if error.code == "status" and error.api_message:
+        return Message("cluster.status_detail", {**params, "detail": Kube(error.api_message)})
+    return Message(f"cluster.{error.code}", params)
 
 
 def _perform(gateway: Gateway, write: Write) -> None:
@@ -352,7 +364,7 @@ def apply_job(gateway: Gateway, writes: Sequence[Write]) -> Outcome:
             outcome.errors[write.task_id] = error
             continue
         except ClusterUnreachable as error:
-            outcome.unreachable = str(error)
+            outcome.unreachable, outcome.why_unreachable = str(error), unreachable_reason(error)
             break
         outcome.writes += 1
         outcome.done.add(write.task_id)
@@ -487,7 +499,7 @@ def reconcile_job(job_id: int) -> None:
         gateway = gateway_for(cluster)
         outcome = apply_job(gateway, plan(job, observe_job(gateway, job), blocked))
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
-        outcome = Outcome(unreachable=str(error))
+        outcome = Outcome(unreachable=str(error), why_unreachable=unreachable_reason(error))
     operations = pending_operations(Q(job_id=job.pk)).get(job.pk, [])
     record(job, outcome, operations, blocked, now, cluster.name)
     logger.info("reconciled job %s: %s writes, %s", job.pk, outcome.writes, outcome.error_message)

@@ -40,6 +40,7 @@ from console.sync_derive import (
     derive_workflows,
 )
 from console.sync_rows import Changes, State, load_state, write
+from jobs.messages import encode
 
 logger = logging.getLogger(__name__)
 
@@ -152,10 +153,12 @@ def sync_cluster(cluster_id: int) -> SyncResult:
 
 
 def _unreachable(
-    cluster: Cluster, lease: datetime, now: datetime, error: Exception, started: float
-) -> SyncResult:
+    cluster: Cluster, lease: datetime, now: datetime,
+    error: ClusterUnreachable | kubeconfig.KubeconfigRejected, started: float,
+) -> SyncResult:  # fmt: skip
     message = str(error)
-    finish(cluster.pk, lease, reachable=False, message=message, last_attempt_at=now)
+    stored = encode(reconcile.unreachable_reason(error))
+    finish(cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now)
     logger.warning("cluster %s unreachable: %s", cluster.name, message)
     return SyncResult(cluster.pk, cluster.name, message=message, seconds=time.monotonic() - started)
 

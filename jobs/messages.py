@@ -103,6 +103,20 @@ CODES: dict[str, Promise | str] = {
     "job.tasks": "%(tasks)s",
     "job.waiting_upstream": _("Waiting for upstream jobs: %(jobs)s."),
     "workflow.progress": _("%(succeeded)s/%(total)s jobs succeeded"),
+    # Why a cluster could not be read (console.kube.gateway.ClusterUnreachable.code).
+    "cluster.truncated": _("the API server closed the connection mid-response (truncated answer)"),
+    "cluster.refused": _("cannot connect to the API server (connection refused or unreachable)"),
+    "cluster.timeout": _("the API server did not answer in time (timeout)"),
+    "cluster.transport": _("cannot talk to the API server (%(error)s)"),
+    "cluster.tls": _("TLS error (%(status)s)"),
+    "cluster.malformed_json": _(
+        "the API server answered HTTP %(status)s with malformed or truncated JSON"
+    ),
+    "cluster.unexpected_shape": _("the API server answered objects of an unexpected shape"),
+    "cluster.expiring": _("listing %(resource)s kept expiring (410 Gone)"),
+    "cluster.status": "HTTP %(status)s %(reason)s",
+    "cluster.status_detail": "HTTP %(status)s %(reason)s: %(detail)s",
+    "cluster.kubeconfig_rejected": _("the stored kubeconfig cannot be used: %(detail)s"),
     # Operation records (who asked for what, with what result).
     "operation.created": _("Created."),
     "operation.created_in": _("Created in %(workflow)s."),

@@ -15,9 +15,11 @@ from django.utils import translation
 from django.utils.functional import Promise
 
 from console.kube.derive import addon_view, task_view
+from console.kube.gateway import _status_failure, _transport_failure
 from console.kube.observations import parse_addon, parse_node, parse_pod, parse_statefulset
 from console.kube.problems import node_message, pod_reason
 from console.models import Addon, ApiToken, Cluster, Node, Project
+from console.reconcile import unreachable_reason
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.lifecycle import TaskState, job_message
 from jobs.messages import CODES, Kube, Message, decode, encode, render_html, render_text
@@ -295,3 +297,32 @@ def test_it_documents_the_message_fields_in_the_openapi_document(db: None) -> No
         assert {"message", "message_code", "message_params"} <= set(fields), name
         assert "Accept-Language" in fields["message"]["description"], name
         assert "Stable code" in fields["message_code"]["description"], name
+
+
+# --- clusters --------------------------------------------------------------------------------
+
+GATEWAY_CODES = ("truncated", "refused", "timeout", "transport", "tls", "malformed_json",
+                 "unexpected_shape", "expiring", "status")  # fmt: skip
+
+
+def test_it_has_a_wording_for_every_reason_the_gateway_gives() -> None:
+    assert {f"cluster.{code}" for code in GATEWAY_CODES} <= set(CODES)
+    assert "cluster.status_detail" in CODES
+
+
+def test_it_words_why_a_cluster_is_unreachable_and_quotes_the_api_server(
+    client: Client, alice: User, cluster: Cluster
+) -> None:
+    """PRODUCT: per-cluster reachability; the dashboard says why a cluster cannot be read."""
+    refused = unreachable_reason(_transport_failure(ConnectionRefusedError()))
+    body = b'{"kind": "Status", "message": "nodes is forbidden: User \\"x\\" cannot list"}'
+    forbidden = unreachable_reason(_status_failure(403, "Forbidden", body))
+    with translation.override("zh-hans"):
+        assert render_text(encode(refused)) == "无法连接到 API 服务器（连接被拒绝或不可达）"
+        assert render_text(encode(forbidden)) == (
+            'HTTP 403 Forbidden: nodes is forbidden: User "x" cannot list'
+        )
+        assert KUBE_ZH in render_html(encode(forbidden))
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=False, message=encode(refused))
+    assert "无法连接到 API 服务器" in page(client, alice, "/", "zh-CN")
+    assert "cannot connect to the API server" in page(client, alice, "/clusters/", "en")

@@ -159,7 +159,7 @@ def _diagnosis(
 
 
 def _cluster_facts(cluster: Cluster, state: ClusterState) -> ClusterFacts:
-    return ClusterFacts(cluster.name, state.reachable, state.stale, cluster.message)
+    return ClusterFacts(cluster.name, state.reachable, state.stale, render_text(cluster.message))
 
 
 SUSPECT_FIELDS = (
