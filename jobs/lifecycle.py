@@ -20,7 +20,7 @@ from jobs.choices import (
     TaskPhase,
     WorkflowPhase,
 )
-from jobs.messages import Message, decode, encode, render_text
+from jobs.messages import Message, Stored, encode, render_text
 
 
 class TransitionRefused(Exception):
@@ -108,7 +108,7 @@ def job_message(tasks: Iterable[TaskState]) -> str:
     and the result are in stored form (jobs.messages): the aggregate nests each Task's message."""
     parts = [
         Message("job.task_message", {"role": task.role, "phase": str(task.phase),
-                                     "message": decode(task.message)})
+                                     "message": Stored(task.message)})
         if task.message
         else Message("job.task", {"role": task.role, "phase": str(task.phase)})
         for task in tasks

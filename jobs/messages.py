@@ -14,15 +14,16 @@ Pure: no ORM. The wording is read at render time (`gettext` of the active langua
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
+import orjson
 from django.utils.functional import Promise
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import gettext, ngettext_lazy, pgettext
+from django.utils.translation import get_language, gettext, ngettext_lazy, pgettext
 from django.utils.translation import gettext_lazy as _
 
 
@@ -42,7 +43,15 @@ class Message:
     params: Mapping[str, Param] = field(default_factory=dict)
 
 
-Param = str | int | Kube | Message | Sequence["Param"]
+@dataclass(frozen=True)
+class Stored:
+    """A message already in stored form, nested as it is (a Job nests its Tasks' messages
+    without decoding them: the sync aggregates thousands per cycle)."""
+
+    text: str
+
+
+Param = str | int | Kube | Message | Stored | Sequence["Param"]
 
 # Plural wordings pick their form from the parameter named "count". A wording with no word of
 # its own (only parameters: names, Kubernetes condition types) is not translated.
@@ -150,8 +159,6 @@ CODES: dict[str, Promise | str] = {
     "refused.already_deleting": _("This job is already being deleted."),
 }
 
-Stored = Message | str
-
 
 def kubernetes(text: str) -> Message | str:
     """A message that is only Kubernetes' text ("" stays "": nothing to say)."""
@@ -167,6 +174,15 @@ def waiting_for_upstream(jobs: Sequence[str]) -> Message:
 
 
 def _to_json(param: Param) -> Any:
+    """The sync encodes every Task's message each cycle: the common cases are tested first."""
+    kind = type(param)
+    if kind is str or kind is int:
+        return param
+    if kind is Message:
+        assert isinstance(param, Message)
+        return {"c": param.code, "p": {k: _to_json(v) for k, v in param.params.items()}}
+    if isinstance(param, Stored):
+        return orjson.loads(param.text) if param.text.startswith('{"c":') else param.text
     if isinstance(param, Message):
         return {"c": param.code, "p": {k: _to_json(v) for k, v in param.params.items()}}
     if isinstance(param, Kube):
@@ -180,7 +196,7 @@ def encode(message: Message | str) -> str:
     """The stored form; plain text (and "") is stored as it is."""
     if isinstance(message, str):
         return message
-    return json.dumps(_to_json(message), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return orjson.dumps(_to_json(message), option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _from_json(value: Any) -> Param:
@@ -194,19 +210,23 @@ def _from_json(value: Any) -> Param:
     return value if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def decode(stored: str) -> Stored:
+def decode(stored: str) -> Message | str:
     """A coded message, or the stored text itself when it is not one (older rows)."""
     if not stored.startswith('{"c":'):
         return stored
     try:
-        value = json.loads(stored)
-    except ValueError:
+        value = orjson.loads(stored)
+    except orjson.JSONDecodeError:
         return stored
     decoded = _from_json(value)
     return decoded if isinstance(decoded, Message) else stored
 
 
 # --- rendering -----------------------------------------------------------------------------
+
+# Pages poll: the same stored messages are worded again every few seconds. Each process keeps
+# the latest wordings per language (wordings do not change while it runs).
+RENDERED = 4096
 
 
 def _separator() -> str:
@@ -221,6 +241,8 @@ def _wording(message: Message, params: dict[str, Any]) -> str:
 
 
 def _text(param: Param) -> str:
+    if isinstance(param, Stored):
+        param = decode(param.text)
     if isinstance(param, Message):
         return _wording(param, {k: _param_text(k, v) for k, v in param.params.items()})
     if isinstance(param, Kube):
@@ -236,10 +258,18 @@ def _param_text(name: str, value: Param) -> Any:
 
 def render_text(stored: str) -> str:
     """The message in the active language, as plain text (the API, a copied record)."""
+    return _cached_text(stored, get_language())
+
+
+@lru_cache(maxsize=RENDERED)
+def _cached_text(stored: str, language: str | None) -> str:
+    """`language` is the cache key only: it is the active one when this runs."""
     return _text(decode(stored))
 
 
 def _html(param: Param) -> SafeString:
+    if isinstance(param, Stored):
+        param = decode(param.text)
     if isinstance(param, Message):
         params = {k: _param_html(k, v) for k, v in param.params.items()}
         return mark_safe(_wording(param, params))  # wordings hold no markup (tested)
@@ -260,6 +290,11 @@ def _param_html(name: str, value: Param) -> Any:
 
 def render_html(stored: str) -> SafeString:
     """The message in the active language for a page; Kubernetes' text marked and `lang="en"`."""
+    return _cached_html(stored, get_language())
+
+
+@lru_cache(maxsize=RENDERED)
+def _cached_html(stored: str, language: str | None) -> SafeString:
     return _html(decode(stored))
 
 
@@ -267,6 +302,8 @@ def render_html(stored: str) -> SafeString:
 
 
 def _api_param(param: Param) -> Any:
+    if isinstance(param, Stored):
+        param = decode(param.text)
     if isinstance(param, Message):
         return {"code": param.code, "params": {k: _api_param(v) for k, v in param.params.items()}}
     if isinstance(param, Kube):
