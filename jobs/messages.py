@@ -178,13 +178,10 @@ def _to_json(param: Param) -> Any:
     kind = type(param)
     if kind is str or kind is int:
         return param
-    if kind is Message:
-        assert isinstance(param, Message)
+    if isinstance(param, Message):
         return {"c": param.code, "p": {k: _to_json(v) for k, v in param.params.items()}}
     if isinstance(param, Stored):
         return orjson.loads(param.text) if param.text.startswith('{"c":') else param.text
-    if isinstance(param, Message):
-        return {"c": param.code, "p": {k: _to_json(v) for k, v in param.params.items()}}
     if isinstance(param, Kube):
         return {"k": param.text}
     if isinstance(param, str | int):
@@ -234,10 +231,15 @@ def _separator() -> str:
 
 
 def _wording(message: Message, params: dict[str, Any]) -> str:
+    """A code or parameters this version does not know (a row written by another version of
+    the console) are shown as they are rather than failing the page."""
     template = CODES.get(message.code)
-    if template is None:  # written by another version of the console: show what we have
-        return " ".join([message.code, *(str(value) for value in params.values())])
-    return str(template % params)
+    if template is not None:
+        try:
+            return str(template % params)
+        except (KeyError, TypeError, ValueError):
+            pass
+    return " ".join([conditional_escape(message.code), *(str(value) for value in params.values())])
 
 
 def _text(param: Param) -> str:

@@ -112,6 +112,14 @@ class Sample(dict[str, object]):
         return 1
 
 
+def test_it_shows_a_code_it_does_not_know_as_it_is() -> None:
+    """A row written by another version of the console renders, escaped, instead of failing."""
+    unknown = encode(Message("task.<new>", {"ready": 1}))
+    missing = encode(Message("task.replicas_ready", {"ready": 1}))
+    assert render_html(unknown) == "task.&lt;new&gt; 1"
+    assert render_text(missing) == "task.replicas_ready 1"
+
+
 def test_it_has_a_chinese_wording_without_markup_for_every_code() -> None:
     """Wordings are inserted into pages as they are: they must hold no markup. Those without
     a word of their own (only parameters) are the same in both languages."""
