@@ -10,6 +10,7 @@ from django.http import HttpRequest
 
 from console.kube.kubeconfig import KubeconfigRejected, validate_kubeconfig
 from console.models import Addon, ApiToken, Cluster, Membership, Node, Project
+from jobs.admin import WordedMessage
 
 
 class MembershipInline(admin.TabularInline):
@@ -43,15 +44,17 @@ class ClusterForm(forms.ModelForm):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(WordedMessage, admin.ModelAdmin):
     """The kubeconfig is entered when the cluster is added (or with `add_cluster`, which also
     replaces it) and is never shown back."""
 
     form = ClusterForm
-    list_display = ["name", "reachable", "last_synced_at", "last_attempt_at", "message"]
+    list_display = ["name", "reachable", "last_synced_at", "last_attempt_at", "worded_message"]
     list_filter = ["reachable"]
     search_fields = ["name"]
-    readonly_fields = ["reachable", "message", "last_synced_at", "last_attempt_at", "created_at"]
+    readonly_fields = [
+        "reachable", "worded_message", "last_synced_at", "last_attempt_at", "created_at",
+    ]  # fmt: skip
 
     def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
         fields = ("name", "context", "namespace", *self.readonly_fields)
@@ -59,20 +62,25 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(WordedMessage, admin.ModelAdmin):
     list_display = ["name", "cluster", "phase", "unschedulable", "gpu_capacity", "observed_at"]
     list_filter = ["phase", "unschedulable", "cluster"]
     list_select_related = ["cluster"]
     search_fields = ["name"]
-    readonly_fields = [field.name for field in Node._meta.fields]
+    exclude = ["message"]
+    readonly_fields = [
+        *(field.name for field in Node._meta.fields if field.name != "message"),
+        "worded_message",
+    ]
 
 
 @admin.register(Addon)
-class AddonAdmin(admin.ModelAdmin):
+class AddonAdmin(WordedMessage, admin.ModelAdmin):
     list_display = ["name", "cluster", "phase", "desired_version", "current_version", "observed_at"]
     list_filter = ["phase", "cluster"]
     list_select_related = ["cluster"]
     search_fields = ["name"]
+    exclude = ["message"]
     readonly_fields = [
         "cluster",
         "name",
@@ -80,7 +88,7 @@ class AddonAdmin(admin.ModelAdmin):
         "workload_kind",
         "current_version",
         "phase",
-        "message",
+        "worded_message",
         "observed_at",
     ]
 

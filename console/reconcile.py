@@ -56,6 +56,7 @@ from console.kube.observations import (
 from console.models import Cluster
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL, JobPhase, TaskKind, TaskPhase
 from jobs.lifecycle import blocked_by
+from jobs.messages import Kube, Message, Param, encode, waiting_for_upstream
 from jobs.models import Job, Operation, Task, WorkflowEdge
 
 logger = logging.getLogger(__name__)
@@ -301,6 +302,7 @@ class Outcome:
     done: set[int | None] = field(default_factory=set)
     errors: dict[int | None, ApplyError] = field(default_factory=dict)
     unreachable: str = ""
+    why_unreachable: Message | None = None
 
     @property
     def ok(self) -> bool:
@@ -312,9 +314,31 @@ class Outcome:
             return self.unreachable
         return next(iter(self.errors.values())).message if self.errors else ""
 
+    def error_record(self, cluster: str) -> Message | None:
+        """The error for an Operation's message: the API server's answer is Kubernetes' text;
+        an unreachable cluster is named in the console's words."""
+        if self.unreachable:
+            why = self.why_unreachable or self.unreachable
+            return Message("operation.cluster_unreachable", {"cluster": cluster, "detail": why})
+        if self.errors:
+            detail_text = next(iter(self.errors.values())).message
+            return Message("operation.apply_error", {"detail": Kube(detail_text)})
+        return None
+
     @property
     def permanent(self) -> bool:
         return any(error.permanent for error in self.errors.values())
+
+
+def unreachable_reason(error: ClusterUnreachable | kubeconfig.KubeconfigRejected) -> Message:
+    """Why a cluster could not be read or written, as a coded message; the API server's own
+    Status message stays its text."""
+    if isinstance(error, kubeconfig.KubeconfigRejected):
+        return Message("cluster.kubeconfig_rejected", {"detail": str(error)})
+    params: dict[str, Param] = dict(error.params)
+    if error.code == "status" and error.api_message:
+        return Message("cluster.status_detail", {**params, "detail": Kube(error.api_message)})
+    return Message(f"cluster.{error.code}", params)
 
 
 def _perform(gateway: Gateway, write: Write) -> None:
@@ -340,7 +364,7 @@ def apply_job(gateway: Gateway, writes: Sequence[Write]) -> Outcome:
             outcome.errors[write.task_id] = error
             continue
         except ClusterUnreachable as error:
-            outcome.unreachable = str(error)
+            outcome.unreachable, outcome.why_unreachable = str(error), unreachable_reason(error)
             break
         outcome.writes += 1
         outcome.done.add(write.task_id)
@@ -382,7 +406,7 @@ def _record_tasks(job: JobRow, outcome: Outcome, now: datetime) -> int:
 
 def _record_operations(
     operations: Sequence[PendingOperation], outcome: Outcome, blocked: Sequence[str],
-    now: datetime,
+    now: datetime, cluster: str,
 ) -> int:  # fmt: skip
     """Accepted -> applied once the cluster took every write; failed on a permanent error;
     otherwise the last error (or what a Workflow child waits for) goes into the message."""
@@ -392,7 +416,7 @@ def _record_operations(
     accepted = Operation.objects.filter(pk__in=pks, result=Operation.Result.ACCEPTED)
     if outcome.ok and not blocked:
         return accepted.update(result=Operation.Result.APPLIED, finished_at=now)
-    message = outcome.error_message or f"Waiting for upstream jobs: {', '.join(blocked)}."
+    message = encode(outcome.error_record(cluster) or waiting_for_upstream(blocked))
     if outcome.permanent:
         return accepted.update(result=Operation.Result.FAILED, finished_at=now, message=message)
     stale = [operation.pk for operation in operations if operation.message != message]
@@ -401,12 +425,12 @@ def _record_operations(
 
 def record(
     job: JobRow, outcome: Outcome, operations: Sequence[PendingOperation],
-    blocked: Sequence[str], now: datetime,
+    blocked: Sequence[str], now: datetime, cluster: str,
 ) -> int:  # fmt: skip
     """Stores the applied layer; deletes the Job row once its deletion went through.
     Returns the number of rows written."""
     with transaction.atomic():
-        written = _record_operations(operations, outcome, blocked, now)
+        written = _record_operations(operations, outcome, blocked, now, cluster)
         if job.delete_requested_at is not None and outcome.ok:
             Job.objects.filter(pk=job.pk, delete_requested_at__isnull=False).delete()
             return written + 1
@@ -475,7 +499,7 @@ def reconcile_job(job_id: int) -> None:
         gateway = gateway_for(cluster)
         outcome = apply_job(gateway, plan(job, observe_job(gateway, job), blocked))
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
-        outcome = Outcome(unreachable=f"Cluster {cluster.name}: {error}")
+        outcome = Outcome(unreachable=str(error), why_unreachable=unreachable_reason(error))
     operations = pending_operations(Q(job_id=job.pk)).get(job.pk, [])
-    record(job, outcome, operations, blocked, now)
+    record(job, outcome, operations, blocked, now, cluster.name)
     logger.info("reconciled job %s: %s writes, %s", job.pk, outcome.writes, outcome.error_message)

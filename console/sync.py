@@ -41,6 +41,7 @@ from console.sync_derive import (
     derive_workflows,
 )
 from console.sync_rows import Changes, State, load_state, write
+from jobs.messages import encode
 
 logger = logging.getLogger(__name__)
 Started = tuple[float, float]  # (time.monotonic(), time.process_time()) at the cycle's start
@@ -130,7 +131,7 @@ def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datet
         if not needs_record and not any(task.apply_error for task in job.tasks):
             continue
         outcome = reconcile.apply_job(gateway, writes)
-        written += reconcile.record(job, outcome, operations, blocked, now)
+        written += reconcile.record(job, outcome, operations, blocked, now, state.cluster.name)
         if outcome.unreachable:
             break
     return written
@@ -160,10 +161,12 @@ def sync_cluster(cluster_id: int) -> SyncResult:
 
 
 def _unreachable(
-    cluster: Cluster, lease: datetime, now: datetime, error: Exception, started: Started
-) -> SyncResult:
+    cluster: Cluster, lease: datetime, now: datetime,
+    error: ClusterUnreachable | kubeconfig.KubeconfigRejected, started: Started,
+) -> SyncResult:  # fmt: skip
     message = str(error)
-    finish(cluster.pk, lease, reachable=False, message=message, last_attempt_at=now)
+    stored = encode(reconcile.unreachable_reason(error))
+    finish(cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now)
     logger.warning("cluster %s unreachable: %s", cluster.name, message)
     return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 

@@ -17,7 +17,7 @@ from console import reconcile
 from console.kube.derive import TaskView, addon_view, gpus_by_node, task_view
 from console.kube.gateway import Snapshot
 from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
-from console.kube.problems import pod_reason
+from console.kube.problems import node_message, pod_reason
 from console.models import Addon, Node
 from console.reconcile import JobRow, TaskRow
 from console.sync_rows import (
@@ -39,6 +39,7 @@ from jobs.choices import (
     TaskKind,
 )
 from jobs.lifecycle import TaskState, job_message, job_phase, workflow_phase
+from jobs.messages import Message, encode, waiting_for_upstream
 from jobs.models import Job, Task, Workflow
 from workers.models import PodInstance, Worker
 
@@ -198,7 +199,7 @@ def derive_jobs(state: State, index: Index, changes: Changes, now: datetime) -> 
     state.blocked = reconcile.load_blocked(live)
     for job in live:
         if job.pk in state.blocked:
-            job.message = f"Waiting for upstream jobs: {', '.join(state.blocked[job.pk])}."
+            job.message = encode(waiting_for_upstream(state.blocked[job.pk]))
         fields = _job_fields(job, seen[job.pk], now)
         if fields:
             guard = {"phase": seen[job.pk]["phase"], "stopped": job.stopped, "run": job.run}
@@ -282,7 +283,7 @@ def derive_nodes(state: State, snapshot: Snapshot, changes: Changes, now: dateti
         phase = Node.Phase.ONLINE if node.online else Node.Phase.OFFLINE
         row = state.nodes.get(node.name)
         facts = (
-            phase, node.unschedulable, node.message, node.cpu, node.memory, node.gpus,
+            phase, node.unschedulable, encode(node_message(node)), node.cpu, node.memory, node.gpus,
             gpus.get(node.name, 0), _heartbeat(row, node),
         )  # fmt: skip
         if row is not None and row[2:] == facts:
@@ -343,7 +344,8 @@ def derive_workflows(state: State, changes: Changes, now: datetime) -> None:
     for pk, phase, message, finished_at in stored:
         new_phase = workflow_phase(children[pk])
         done = sum(1 for child in children[pk] if child == JobPhase.SUCCEEDED)
-        new_message = f"{done}/{len(children[pk])} jobs succeeded"
+        progress = {"succeeded": done, "total": len(children[pk])}
+        new_message = encode(Message("workflow.progress", progress))
         if (new_phase, new_message) != (phase, message):
             fields: dict[str, Any] = {"phase": new_phase, "message": new_message}
             if new_phase in WORKFLOW_TERMINAL and finished_at is None:

@@ -3,10 +3,24 @@ to Jobs go through the console's operations (audited), not through this admin.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
 
+from jobs.messages import render_html
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
+
+
+class WordedMessage:
+    """Shows a stored message worded in the operator's language (jobs.messages), not its
+    stored form: list `"worded_message"` where `"message"` was, and exclude `message`."""
+
+    @admin.display(description=_("message"))
+    def worded_message(self, obj: Any) -> SafeString:
+        return render_html(obj.message)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -17,7 +31,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class TaskInline(admin.TabularInline):
+class TaskInline(WordedMessage, admin.TabularInline):
     model = Task
     extra = 0
     fields = readonly_fields = (
@@ -26,14 +40,14 @@ class TaskInline(admin.TabularInline):
         "desired_replicas",
         "ready_replicas",
         "phase",
-        "message",
+        "worded_message",
         "observed_at",
     )
     can_delete = False
 
 
 @admin.register(Job)
-class JobAdmin(ReadOnlyAdmin):
+class JobAdmin(WordedMessage, ReadOnlyAdmin):
     list_display = [
         "name",
         "project",
@@ -49,14 +63,18 @@ class JobAdmin(ReadOnlyAdmin):
     search_fields = ["name", "message"]
     date_hierarchy = "created_at"
     inlines = [TaskInline]
+    exclude = ["message"]
+    readonly_fields = ["worded_message"]
 
 
 @admin.register(Task)
-class TaskAdmin(ReadOnlyAdmin):
+class TaskAdmin(WordedMessage, ReadOnlyAdmin):
     list_display = ["__str__", "kind", "phase", "desired_replicas", "ready_replicas", "observed_at"]
     list_filter = ["phase", "kind", "job__cluster"]
     list_select_related = ["job"]
     search_fields = ["job__name", "role"]
+    exclude = ["message"]
+    readonly_fields = ["worded_message"]
 
 
 class EdgeInline(admin.TabularInline):
@@ -68,23 +86,27 @@ class EdgeInline(admin.TabularInline):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(ReadOnlyAdmin):
+class WorkflowAdmin(WordedMessage, ReadOnlyAdmin):
     list_display = ["name", "project", "phase", "owner", "created_at"]
     list_filter = ["phase", "project"]
     list_select_related = ["project", "owner"]
     search_fields = ["name"]
     inlines = [EdgeInline]
+    exclude = ["message"]
+    readonly_fields = ["worded_message"]
 
 
 @admin.register(Operation)
-class OperationAdmin(ReadOnlyAdmin):
+class OperationAdmin(WordedMessage, ReadOnlyAdmin):
     """The audit trail: nobody edits or deletes it here."""
 
-    list_display = ["requested_at", "user", "action", "job_name", "result", "message"]
+    list_display = ["requested_at", "user", "action", "job_name", "result", "worded_message"]
     list_filter = ["action", "result", "project"]
     list_select_related = ["user"]
     search_fields = ["job_name", "user__username", "message"]
     date_hierarchy = "requested_at"
+    exclude = ["message"]
+    readonly_fields = ["worded_message"]
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

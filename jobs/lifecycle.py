@@ -20,10 +20,16 @@ from jobs.choices import (
     TaskPhase,
     WorkflowPhase,
 )
+from jobs.messages import Message, Stored, encode, render_text
 
 
 class TransitionRefused(Exception):
-    """An operation the phase rules do not allow; the message says why, for the user."""
+    """An operation the phase rules do not allow; `reason` says why (a coded message, worded in
+    the language of whoever reads it)."""
+
+    def __init__(self, reason: Message) -> None:
+        self.reason = reason
+        super().__init__(render_text(encode(reason)))
 
 
 @dataclass(frozen=True)
@@ -98,13 +104,16 @@ def job_phase(current: JobPhase, stopped: bool, tasks: Sequence[TaskPhase]) -> J
 
 
 def job_message(tasks: Iterable[TaskState]) -> str:
-    """Spec §Task status: "a Job aggregates the phases and messages of its Tasks"."""
-    return "; ".join(
-        f"{task.role}: {task.phase} — {task.message}"
+    """Spec §Task status: "a Job aggregates the phases and messages of its Tasks". Task messages
+    and the result are in stored form (jobs.messages): the aggregate nests each Task's message."""
+    parts = [
+        Message("job.task_message", {"role": task.role, "phase": str(task.phase),
+                                     "message": Stored(task.message)})
         if task.message
-        else f"{task.role}: {task.phase}"
+        else Message("job.task", {"role": task.role, "phase": str(task.phase)})
         for task in tasks
-    )
+    ]  # fmt: skip
+    return encode(Message("job.tasks", {"tasks": parts})) if parts else ""
 
 
 def allowed_actions(phase: JobPhase, stopped: bool) -> frozenset[Action]:
@@ -137,27 +146,19 @@ def phase_after_resume(phase: JobPhase, stopped: bool) -> JobPhase:
     return JobPhase.PENDING
 
 
-def _refusal(action: Action, phase: JobPhase, stopped: bool) -> str:
-    """Worded for the user who asked, in their language (gettext at the time of refusal)."""
+def _refusal(action: Action, phase: JobPhase, stopped: bool) -> Message:
+    """Why the action is refused; worded for whoever reads it (jobs.messages)."""
     if phase == JobPhase.SUCCEEDED and action == Action.RESUME:
-        return gettext(
-            "A Succeeded Job is terminal: it cannot be resumed. Clone it to run it again."
-        )
+        return Message("refused.succeeded_resume")
     if phase == JobPhase.SUCCEEDED:
-        return gettext(
-            "A Succeeded Job is terminal: it cannot be stopped. Clone it to run it again."
-        )
+        return Message("refused.succeeded_stop")
     if phase == JobPhase.FAILED and action == Action.RESUME:
-        return gettext(
-            "A Failed Job is terminal: save its logs and outputs, fix the spec, then clone it."
-        )
+        return Message("refused.failed_resume")
     if phase == JobPhase.FAILED:
-        return gettext("This Failed Job is already stopped: its resources are released.")
+        return Message("refused.failed_stop")
     if action == Action.RESUME:
-        return gettext("Only a Stopped Job can be resumed; this one is %(phase)s.") % {
-            "phase": phase
-        }
-    return gettext("This Job is already %(phase)s.") % {"phase": phase}
+        return Message("refused.resume_not_stopped", {"phase": str(phase)})
+    return Message("refused.already", {"phase": str(phase)})
 
 
 def workflow_phase(children: Sequence[JobPhase]) -> WorkflowPhase:

@@ -27,6 +27,7 @@ from console.models import Cluster, Project
 from jobs.access import projects_for
 from jobs.choices import Action, JobPhase, TaskPhase
 from jobs.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
+from jobs.messages import Message, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
 from jobs.spec import (
     JobSpec,
@@ -48,11 +49,13 @@ _ATTEMPTS = 5
 
 
 class OperationRefused(Exception):
-    """The phase rules (or a missing confirmation) forbid the operation; `message` says why."""
+    """The phase rules (or a missing confirmation) forbid the operation; `message` says why in
+    the language of the request, `reason` is what the Operation record stores."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, reason: Message) -> None:
+        self.reason = reason
+        self.message = render_text(encode(reason))
+        super().__init__(self.message)
 
 
 class ConfirmationMismatch(OperationRefused):
@@ -63,9 +66,10 @@ class ConfirmationMismatch(OperationRefused):
 
 
 def _record(
-    user: User, job: Job, action: Action, result: Result, message: str, *, attached: bool = True
+    user: User, job: Job, action: Action, result: Result, message: Message, *, attached: bool = True
 ) -> Operation:
-    """`attached=False` when the Job row may be gone already: the record keeps only its name."""
+    """`attached=False` when the Job row may be gone already: the record keeps only its name.
+    The message is stored as a code (jobs.messages): each reader sees it in their language."""
     return Operation.objects.create(
         job=job if attached else None,
         job_name=job.name,
@@ -73,7 +77,7 @@ def _record(
         user=_owner(user),
         action=action,
         result=result,
-        message=message,
+        message=encode(message),
     )
 
 
@@ -81,7 +85,7 @@ def _refuse(
     user: User,
     job: Job,
     action: Action,
-    reason: str,
+    reason: Message,
     *,
     exists: bool = True,
     error: type[OperationRefused] = OperationRefused,
@@ -150,7 +154,11 @@ def create_job(user: User, spec: JobSpec, *, cloned_from: Job | None = None) -> 
     (cluster, project, free name): the form may have been validated a while ago."""
     spec = parse_job_spec(spec.model_dump(mode="json"), user)
     action = Action.CLONE if cloned_from else Action.CREATE
-    message = f"Cloned from {cloned_from.name} (#{cloned_from.pk})." if cloned_from else "Created."
+    message = (
+        Message("operation.cloned", {"name": cloned_from.name, "id": cloned_from.pk})
+        if cloned_from
+        else Message("operation.created")
+    )
     try:
         with transaction.atomic():
             job = _insert_job(user, spec, cloned_from=cloned_from, workflow=None)
@@ -190,7 +198,7 @@ def note_failure_seen(user: User, job: Job) -> bool:
 # --- stop and resume -----------------------------------------------------------------------
 
 Rule = Callable[[JobPhase, bool], JobPhase]
-Apply = Callable[[Job, JobPhase, bool, JobPhase], str | None]
+Apply = Callable[[Job, JobPhase, bool, JobPhase], Message | None]
 
 
 def _current(job: Job) -> tuple[JobPhase, bool] | None:
@@ -209,11 +217,11 @@ def _transition(user: User, job: Job, action: Action, rule: Rule, apply: Apply) 
         state = _current(job)
         if state is None:
             exists = Job.objects.filter(pk=job.pk).exists()
-            _refuse(user, job, action, gettext("This job is being deleted."), exists=exists)
+            _refuse(user, job, action, Message("refused.being_deleted"), exists=exists)
         try:
             target = rule(*state)
         except TransitionRefused as refusal:
-            _refuse(user, job, action, str(refusal))
+            _refuse(user, job, action, refusal.reason)
         with transaction.atomic():
             message = apply(job, *state, target)
             if message is not None:
@@ -221,7 +229,7 @@ def _transition(user: User, job: Job, action: Action, rule: Rule, apply: Apply) 
                 _record(user, job, action, Result.ACCEPTED, message)
                 _schedule_reconcile(job.pk)
                 return job
-    _refuse(user, job, action, gettext("The job kept changing during the request; try again."))
+    _refuse(user, job, action, Message("refused.kept_changing"))
 
 
 def _guarded(job: Job, phase: JobPhase, stopped: bool) -> QuerySet[Job]:
@@ -230,12 +238,12 @@ def _guarded(job: Job, phase: JobPhase, stopped: bool) -> QuerySet[Job]:
     )
 
 
-def _apply_stop(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> str | None:
+def _apply_stop(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> Message | None:
     if not _guarded(job, phase, stopped).update(phase=target, stopped=True):
         return None
     if target == JobPhase.FAILED:
-        return "The job stays Failed; stop only releases the resources it still holds."
-    return "Every workload of the job is scaled to 0."
+        return Message("operation.stopped_failed")
+    return Message("operation.stopped")
 
 
 def stop_job(user: User, job: Job) -> Job:
@@ -270,7 +278,7 @@ def _reset_tasks(job: Job) -> None:
         )
 
 
-def _apply_resume(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> str | None:
+def _apply_resume(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> Message | None:
     changed = _guarded(job, phase, stopped).update(
         phase=target, stopped=False, run=F("run") + 1, message="", finished_at=None
     )
@@ -278,7 +286,7 @@ def _apply_resume(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) ->
         return None
     _reset_tasks(job)
     run = Job.objects.values_list("run", flat=True).get(pk=job.pk)
-    return f"Run {run}: the Tasks are re-created from the original template."
+    return Message("operation.resumed", {"run": run})
 
 
 def resume_job(user: User, job: Job) -> Job:
@@ -294,20 +302,17 @@ def delete_job(user: User, job: Job, confirm: str) -> None:
     confirmed with the Job's name. Reconcile removes the cluster objects, then the row; the
     Operation rows stay (their FK is SET_NULL and they keep `job_name`)."""
     if confirm != job.name:
-        reason = gettext("Type the job's name, %(name)s, to confirm the deletion.") % {
-            "name": repr(job.name)
-        }
+        reason = Message("refused.confirm_name", {"name": repr(job.name)})
         _refuse(user, job, Action.DELETE, reason, error=ConfirmationMismatch)
     with transaction.atomic():
         pending = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
         if pending.update(delete_requested_at=timezone.now()):
-            message = "Deletion requested: the workloads, then the job, are removed."
+            message = Message("operation.delete_requested")
             _record(user, job, Action.DELETE, Result.ACCEPTED, message)
             _schedule_reconcile(job.pk)
             return
     exists = Job.objects.filter(pk=job.pk).exists()
-    reason = gettext("This job is already being deleted.")
-    _refuse(user, job, Action.DELETE, reason, exists=exists)
+    _refuse(user, job, Action.DELETE, Message("refused.already_deleting"), exists=exists)
 
 
 # --- workflows -----------------------------------------------------------------------------
@@ -328,7 +333,8 @@ def create_workflow(user: User, spec: WorkflowSpec) -> Workflow:
             }
             WorkflowEdge.objects.bulk_create(_edges(workflow, spec, children))
             for job in children.values():
-                _record(user, job, Action.CREATE, Result.ACCEPTED, f"Created in {workflow.name}.")
+                created = Message("operation.created_in", {"workflow": workflow.name})
+                _record(user, job, Action.CREATE, Result.ACCEPTED, created)
                 _schedule_reconcile(job.pk)
     except IntegrityError:
         message = gettext("A workflow or job with one of these names was just created.")

@@ -10,6 +10,7 @@ from ninja import Field, Schema
 from console.models import Addon, Node
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase, WorkflowPhase
 from jobs.lifecycle import allowed_actions
+from jobs.messages import api_code, api_params, render_text
 from jobs.models import Job, Operation, Workflow
 
 
@@ -22,11 +23,41 @@ class InvalidOut(Schema):
     errors: dict[str, str]
 
 
-class ClusterOut(Schema):
+class Worded(Schema):
+    """A status message as the API gives it (docs/decisions.md): `message` worded in the
+    request's language (Accept-Language; English by default), with the stable `message_code`
+    and `message_params` it was worded from. Both are null/{} for text stored before codes
+    existed. In the parameters a nested message is {code, params} and text written by
+    Kubernetes is {kubernetes: text}, never translated."""
+
+    message: str = Field(
+        description="Worded in the request's language (Accept-Language; English by default)."
+    )
+    message_code: str | None = Field(
+        None, description="Stable code of a message the console wrote; null for plain text."
+    )
+    message_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Parameters of the code: values, nested {code, params}, {kubernetes: text}.",
+    )
+
+    @staticmethod
+    def resolve_message(obj: Any) -> str:
+        return render_text(obj.message)
+
+    @staticmethod
+    def resolve_message_code(obj: Any) -> str | None:
+        return api_code(obj.message)
+
+    @staticmethod
+    def resolve_message_params(obj: Any) -> dict[str, Any]:
+        return api_params(obj.message)
+
+
+class ClusterOut(Worded):
     name: str
     reachable: bool
     last_synced_at: datetime | None
-    message: str
 
 
 class WorkerOut(Schema):
@@ -40,26 +71,24 @@ class WorkerOut(Schema):
     last_reported_at: datetime
 
 
-class TaskOut(Schema):
+class TaskOut(Worded):
     name: str
     role: str
     kind: TaskKind
     phase: TaskPhase
-    message: str
     desired_replicas: int
     ready_replicas: int
     observed_at: datetime | None
     workers: list[WorkerOut]
 
 
-class JobOut(Schema):
+class JobOut(Worded):
     id: int
     name: str
     project: str = Field(alias="project.name")
     cluster: str = Field(alias="cluster.name")
     namespace: str
     phase: JobPhase
-    message: str
     stopped: bool
     run: int
     created_at: datetime
@@ -82,11 +111,10 @@ class JobPage(Schema):
     results: list[JobOut]
 
 
-class OperationOut(Schema):
+class OperationOut(Worded):
     id: int
     action: Action
     result: Operation.Result
-    message: str
     job_name: str
     user: str | None = Field(alias="user.username", default=None)
     requested_at: datetime
@@ -103,22 +131,20 @@ class NodeOut(Schema):
     observed_at: datetime
 
 
-class AddonOut(Schema):
+class AddonOut(Worded):
     cluster: str = Field(alias="cluster.name")
     name: str
     phase: Addon.Phase
     desired_version: str
     current_version: str
-    message: str
     observed_at: datetime | None
 
 
-class WorkflowOut(Schema):
+class WorkflowOut(Worded):
     id: int
     name: str
     project: str = Field(alias="project.name")
     phase: WorkflowPhase
-    message: str
     created_at: datetime
     finished_at: datetime | None
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from jobs.admin import WordedMessage
 from workers.models import PodInstance, Worker
 
 
@@ -17,7 +18,7 @@ class SyncedAdmin(admin.ModelAdmin):
 
 
 @admin.register(Worker)
-class WorkerAdmin(SyncedAdmin):
+class WorkerAdmin(WordedMessage, SyncedAdmin):
     list_display = [
         "pod_name",
         "task",
@@ -30,6 +31,8 @@ class WorkerAdmin(SyncedAdmin):
     list_filter = ["phase", "task__job__cluster"]
     list_select_related = ["task__job"]
     search_fields = ["pod_name", "node_name", "ip"]
+    exclude = ["message"]
+    readonly_fields = ["worded_message"]
 
 
 @admin.register(PodInstance)

@@ -23,10 +23,13 @@ from console.kube.problems import first_problem
 from console.models import Addon
 from jobs.choices import POD_TERMINAL, TaskKind, TaskPhase
 from jobs.lifecycle import WorkloadObservation, task_phase
+from jobs.messages import Message, Param, encode, kubernetes
 
 
 @dataclass(frozen=True)
 class TaskView:
+    """`message` is stored form (jobs.messages.encode)."""
+
     phase: TaskPhase
     ready_replicas: int
     message: str
@@ -52,19 +55,30 @@ def workload_observation(kind: TaskKind, workload: WorkloadObs | None) -> Worklo
     )
 
 
-def _progress(workload: WorkloadObs, pods: Sequence[PodObs]) -> str:
+def _progress(workload: WorkloadObs, pods: Sequence[PodObs]) -> Message:
     if isinstance(workload, BatchJobObs):
         if workload.complete or workload.failed_condition:
             final = "Complete" if workload.complete else "Failed"
-            return f"{final} ({workload.condition_reason})" if workload.condition_reason else final
+            if workload.condition_reason:
+                reason = workload.condition_reason
+                return Message("task.batch_finished_reason", {"condition": final, "reason": reason})
+            return Message("task.batch_finished", {"condition": final})
         if workload.parallelism == 0:
-            return "scaled to 0"
-        done = f"{workload.succeeded}/{workload.completions}" if workload.completions else "0"
-        return f"{workload.active} active, {done} succeeded, {workload.failed} failed"
+            return Message("task.scaled_to_zero")
+        counts = {"active": workload.active, "succeeded": workload.succeeded}
+        counts["failed"] = workload.failed
+        if workload.completions:
+            return Message(
+                "task.batch_progress_of", {**counts, "completions": workload.completions}
+            )
+        return Message("task.batch_progress", counts)
     if workload.replicas == 0:
         left = len(pods)
-        return f"scaled to 0, {left} pods terminating" if left else "scaled to 0"
-    return f"{workload.ready_replicas}/{workload.replicas} replicas ready"
+        if left:
+            return Message("task.scaled_to_zero_terminating", {"count": left})
+        return Message("task.scaled_to_zero")
+    ready = {"ready": workload.ready_replicas, "desired": workload.replicas}
+    return Message("task.replicas_ready", ready)
 
 
 def task_view(
@@ -78,14 +92,15 @@ def task_view(
     (it is not created while stopped): Stopped, not Pending (docs/decisions.md)."""
     if workload is None:
         if stopped:
-            return TaskView(TaskPhase.STOPPED, 0, "not created: the job is stopped")
-        return TaskView(TaskPhase.PENDING, 0, f"waiting for the {kind} to be created")
+            return TaskView(TaskPhase.STOPPED, 0, encode(Message("task.not_created_stopped")))
+        waiting = Message("task.waiting_for_workload", {"kind": str(kind)})
+        return TaskView(TaskPhase.PENDING, 0, encode(waiting))
     phase = task_phase(workload_observation(kind, workload))
     ready = workload.ready_replicas if isinstance(workload, StatefulSetObs) else workload.ready
     message = _progress(workload, pods)
     if problem := first_problem(pods, nodes):
-        message = f"{message}; {problem}"
-    return TaskView(phase, ready, message)
+        message = Message("task.with_problem", {"progress": message, "problem": problem})
+    return TaskView(phase, ready, encode(message))
 
 
 # --- add-ons ---------------------------------------------------------------------------------
@@ -93,6 +108,8 @@ def task_view(
 
 @dataclass(frozen=True)
 class AddonView:
+    """`message` is stored form (jobs.messages.encode)."""
+
     phase: Addon.Phase
     current_version: str
     message: str
@@ -111,7 +128,7 @@ def addon_view(workload: AddonObs | None, pods: Sequence[PodObs], desired: str) 
     progress deadline; Pending when the workload is missing or the desired version is not the
     one the workload asks for."""
     if workload is None:
-        return AddonView(Addon.Phase.PENDING, "", "No workload carries this add-on's label.")
+        return AddonView(Addon.Phase.PENDING, "", encode(Message("addon.no_workload")))
     template = workload.image_tag
     current = running_version(pods)
     if not current and workload.desired == 0:
@@ -124,19 +141,20 @@ def addon_view(workload: AddonObs | None, pods: Sequence[PodObs], desired: str) 
     )
     target = desired or template
     if workload.progress_deadline_exceeded:
-        message = workload.message or f"The rollout of {template} exceeded its progress deadline."
-        return AddonView(Addon.Phase.FAILED, current, message)
+        stuck = Message("addon.deadline_exceeded", {"version": template})
+        return AddonView(Addon.Phase.FAILED, current, encode(kubernetes(workload.message) or stuck))
     if settled and current == target:
         return AddonView(Addon.Phase.READY, current, "")
     if not current:
-        message = f"{workload.ready}/{workload.desired} ready, installing {template}"
-        return AddonView(Addon.Phase.INSTALLING, "", message)
+        counts: dict[str, Param] = {"ready": workload.ready, "desired": workload.desired}
+        counts["version"] = template
+        return AddonView(Addon.Phase.INSTALLING, "", encode(Message("addon.installing", counts)))
     if not settled:
-        message = f"{workload.updated}/{workload.desired} updated to {template}, running {current}"
-        return AddonView(Addon.Phase.UPGRADING, current, message)
-    return AddonView(
-        Addon.Phase.PENDING, current, f"Running {current}; {target} is not rolled out."
-    )
+        rollout: dict[str, Param] = {"updated": workload.updated, "desired": workload.desired}
+        upgrading = Message("addon.upgrading", {**rollout, "version": template, "current": current})
+        return AddonView(Addon.Phase.UPGRADING, current, encode(upgrading))
+    waiting = Message("addon.not_rolled_out", {"current": current, "version": target})
+    return AddonView(Addon.Phase.PENDING, current, encode(waiting))
 
 
 def gpus_by_node(pods: Iterable[PodObs]) -> dict[str, int]:

@@ -42,7 +42,17 @@ _USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
 
 
 class ClusterUnreachable(Exception):
-    """The cluster could not be read: refused, timed out, answered an error or garbage."""
+    """The cluster could not be read: refused, timed out, answered an error or garbage.
+
+    `str()` is an English sentence for logs. `code` and `params` say the same as data (plain
+    values) for whoever words it for a reader; `api_message` is the API server's own Status
+    message, when it sent one, quoted as it wrote it."""
+
+    def __init__(
+        self, message: str, code: str = "transport", api_message: str = "", **params: str | int
+    ) -> None:
+        super().__init__(message)
+        self.code, self.params, self.api_message = code, params, api_message
 
 
 class ApplyError(Exception):
@@ -121,28 +131,43 @@ def safe_text(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _status_message(status: int, reason: str, body: bytes) -> str:
-    """`HTTP 422 Unprocessable Entity: <the API's Status message>`."""
-    detail = ""
+def _api_message(body: bytes) -> str:
+    """The `message` of the API's Status document, "" when the body is not one."""
     try:
         document = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
-        document = None
+        return ""
     if isinstance(document, dict) and isinstance(document.get("message"), str):
-        detail = f": {document['message']}"
-    return safe_text(f"HTTP {status} {reason}{detail}")
+        return str(document["message"])
+    return ""
 
 
-def _transport_message(error: Exception) -> str:
+def _status_message(status: int, reason: str, body: bytes) -> str:
+    """`HTTP 422 Unprocessable Entity: <the API's Status message>`."""
+    detail = _api_message(body)
+    return safe_text(f"HTTP {status} {reason}" + (f": {detail}" if detail else ""))
+
+
+def _transport_failure(error: Exception) -> ClusterUnreachable:
     """Connection-level failures named by type and cause, never with the request's headers."""
     cause = getattr(error, "reason", None) or error
     if isinstance(error, urllib3.exceptions.ProtocolError):
-        return "the API server closed the connection mid-response (truncated answer)"
+        text = "the API server closed the connection mid-response (truncated answer)"
+        return ClusterUnreachable(text, "truncated")
     if isinstance(cause, urllib3.exceptions.NewConnectionError | ConnectionError):
-        return "cannot connect to the API server (connection refused or unreachable)"
+        text = "cannot connect to the API server (connection refused or unreachable)"
+        return ClusterUnreachable(text, "refused")
     if isinstance(cause, urllib3.exceptions.TimeoutError | TimeoutError):
-        return "the API server did not answer in time (timeout)"
-    return safe_text(f"cannot talk to the API server ({type(cause).__name__})")
+        return ClusterUnreachable("the API server did not answer in time (timeout)", "timeout")
+    error_type = type(cause).__name__
+    text = safe_text(f"cannot talk to the API server ({error_type})")
+    return ClusterUnreachable(text, "transport", error=error_type)
+
+
+def _status_failure(status: int, reason: str, body: bytes) -> ClusterUnreachable:
+    """An error status answered to a read: the API server's Status message kept apart."""
+    text, detail = _status_message(status, reason, body), safe_text(_api_message(body))
+    return ClusterUnreachable(text, "status", detail, status=status, reason=safe_text(reason))
 
 
 @dataclass(frozen=True)
@@ -191,9 +216,10 @@ class Gateway:
             data = response.read()
             self.bytes_received += len(data or b"")
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ClusterUnreachable(_transport_message(error)) from None
+            raise _transport_failure(error) from None
         except ApiException as error:  # the client's wrapping of TLS failures
-            raise ClusterUnreachable(safe_text(f"TLS error ({error.status})")) from None
+            text = safe_text(f"TLS error ({error.status})")
+            raise ClusterUnreachable(text, "tls", status=str(error.status)) from None
         return response.status, str(response.reason or ""), data or b""
 
     def _json(self, status: int, data: bytes) -> dict[str, Any]:
@@ -201,10 +227,13 @@ class Gateway:
             document = orjson.loads(data)
         except orjson.JSONDecodeError:
             raise ClusterUnreachable(
-                f"the API server answered HTTP {status} with malformed or truncated JSON"
+                f"the API server answered HTTP {status} with malformed or truncated JSON",
+                "malformed_json",
+                status=status,
             ) from None
         if not isinstance(document, dict):
-            raise ClusterUnreachable("the API server answered JSON that is not an object")
+            text = "the API server answered JSON that is not an object"
+            raise ClusterUnreachable(text, "unexpected_shape")
         return document
 
     # --- reads -----------------------------------------------------------------------------
@@ -214,10 +243,12 @@ class Gateway:
         if status == 410 and any(key == "continue" for key, _ in query):
             raise _Expired
         if not 200 <= status < 300:
-            raise ClusterUnreachable(_status_message(status, reason, data))
+            raise _status_failure(status, reason, data)
         page = self._json(status, data)
         if not isinstance(page.get("items"), list):
-            raise ClusterUnreachable("the API server answered a list without items")
+            raise ClusterUnreachable(
+                "the API server answered a list without items", "unexpected_shape"
+            )
         return page
 
     def list(self, resource: Resource, selector: str = "", namespace: str = "") -> list[Any]:
@@ -245,7 +276,8 @@ class Gateway:
                         return Listing(items, version)
             except _Expired:
                 continue
-        raise ClusterUnreachable(f"listing {resource.plural} kept expiring (410 Gone)")
+        text = f"listing {resource.plural} kept expiring (410 Gone)"
+        raise ClusterUnreachable(text, "expiring", resource=resource.plural)
 
     def watch(
         self, resource: Resource, since: str, timeout_seconds: int, selector: str = "",
@@ -348,7 +380,7 @@ class PodCache:
                 current[key] = pod if pod is not None else parse_pod(item)
         except (AttributeError, TypeError, ValueError, IndexError, KeyError):
             raise ClusterUnreachable(
-                "the API server answered pods of an unexpected shape"
+                "the API server answered pods of an unexpected shape", "unexpected_shape"
             ) from None
         self._pods = current
         return list(current.values())
@@ -387,4 +419,5 @@ def parsed[T](items: Iterable[Any], parser: Callable[[Any], T]) -> list[T]:
     try:
         return [parser(item) for item in items]
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-        raise ClusterUnreachable("the API server answered objects of an unexpected shape") from None
+        text = "the API server answered objects of an unexpected shape"
+        raise ClusterUnreachable(text, "unexpected_shape") from None

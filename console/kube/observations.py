@@ -114,7 +114,8 @@ class NodeObs:
     memory: str
     gpus: int
     heartbeat_at: datetime | None
-    message: str
+    message: str  # the Ready condition's "reason: message", when not Ready
+    ready_reported: bool = True  # False: the node reports no Ready condition at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,9 +334,7 @@ def parse_node(item: Item) -> NodeObs:
     capacity = status.get("capacity") or _EMPTY
     ready = _condition(status.get("conditions"), "Ready")
     online = ready is not None and ready.get("status") == "True"
-    if ready is None:
-        message = "The node reports no Ready condition."
-    elif online:
+    if ready is None or online:
         message = ""
     else:
         message = f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
@@ -349,6 +348,7 @@ def parse_node(item: Item) -> NodeObs:
         gpus=int(gpus) if gpus.isdigit() else 0,
         heartbeat_at=parse_time(ready.get("lastHeartbeatTime")) if ready else None,
         message=message,
+        ready_reported=ready is not None,
     )
 
 

@@ -7,8 +7,11 @@ from datetime import UTC, datetime
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
+
+from jobs import messages
 
 register = template.Library()
 
@@ -41,6 +44,18 @@ def badge(value: str, label: str = "") -> str:
         icon,
         label or _(str(value)),
     )
+
+
+@register.filter
+def message(stored: str) -> SafeString:
+    """A stored message in the reader's language; Kubernetes' own text verbatim and marked."""
+    return messages.render_html(stored or "")
+
+
+@register.filter
+def message_text(stored: str) -> str:
+    """The same as plain text, for attributes and SVG titles."""
+    return messages.render_text(stored or "")
 
 
 @register.simple_tag

@@ -16,9 +16,20 @@ from console.kube.observations import (
 )
 from console.kube.problems import NODE_LOST, NODE_NOT_READY, first_problem, pod_problem, pod_reason
 from jobs.choices import PodPhase
+from jobs.messages import Message, encode, render_text
 from tests.engine import k8s_json as k8s
 
 NO_NODES: dict = {}
+
+
+def said(problem: Message | None) -> str:
+    """A Task's problem as an English reader sees it ("" for none)."""
+    return "" if problem is None else render_text(encode(problem))
+
+
+def worded(reason: tuple[str, str]) -> tuple[str, str]:
+    """A Worker's (reason, message) as an English reader sees them."""
+    return reason[0], render_text(reason[1])
 
 
 def test_it_reads_a_running_ready_pod_and_its_labels() -> None:
@@ -32,13 +43,13 @@ def test_it_reads_a_running_ready_pod_and_its_labels() -> None:
     )
     assert pod.created_at == datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
     assert pod.gpus == 2 and pod.deleted_at is None
-    assert pod_reason(pod, NO_NODES) == ("", "")
+    assert worded(pod_reason(pod, NO_NODES)) == ("", "")
 
 
 def test_it_reads_container_creating_as_pending_without_an_ip_and_no_problem() -> None:
     pod = parse_pod(k8s.container_creating_pod())
     assert (pod.phase, pod.pod_ip, pod.waiting_reason) == ("Pending", "", "ContainerCreating")
-    assert pod_problem(pod, NO_NODES) == ""
+    assert said(pod_problem(pod, NO_NODES)) == ""
 
 
 def test_it_reads_crash_loop_back_off_as_running_with_restarts_and_last_exit() -> None:
@@ -46,8 +57,8 @@ def test_it_reads_crash_loop_back_off_as_running_with_restarts_and_last_exit() -
     pod = parse_pod(k8s.crash_loop_pod(restarts=4, exit_code=3))
     assert (pod.phase, pod.ready, pod.restart_count) == ("Running", False, 4)
     assert (pod.exit_code, pod.termination_reason, pod.terminated_now) == (3, "Error", False)
-    assert pod_reason(pod, NO_NODES)[0] == "CrashLoopBackOff"
-    assert pod_problem(pod, NO_NODES) == (
+    assert worded(pod_reason(pod, NO_NODES))[0] == "CrashLoopBackOff"
+    assert said(pod_problem(pod, NO_NODES)) == (
         "train-worker-0: CrashLoopBackOff, 4 restarts, last exit code 3 (Error)"
     )
 
@@ -57,14 +68,16 @@ def test_it_reads_oom_killed_then_restarted() -> None:
     assert (pod.phase, pod.ready, pod.exit_code, pod.termination_reason) == (
         "Running", True, 137, "OOMKilled",
     )  # fmt: skip
-    assert pod_problem(pod, NO_NODES) == "train-worker-0: OOMKilled (exit code 137), 1 restarts"
+    assert (
+        said(pod_problem(pod, NO_NODES)) == "train-worker-0: OOMKilled (exit code 137), 1 restart"
+    )
 
 
 def test_it_reads_image_pull_back_off_with_the_pull_error() -> None:
     pod = parse_pod(k8s.image_pull_pod())
     assert pod.phase == "Pending" and pod.pod_ip
-    assert pod_reason(pod, NO_NODES)[0] == "ImagePullBackOff"
-    assert pod_problem(pod, NO_NODES).startswith(
+    assert worded(pod_reason(pod, NO_NODES))[0] == "ImagePullBackOff"
+    assert said(pod_problem(pod, NO_NODES)).startswith(
         'train-worker-0: ImagePullBackOff: Back-off pulling image "'
     )
 
@@ -73,26 +86,26 @@ def test_it_reads_unschedulable_from_the_pod_scheduled_condition_not_its_wording
     pod = parse_pod(k8s.unschedulable_pod())
     assert (pod.phase, pod.node_name, pod.unschedulable) == ("Pending", "", True)
     assert pod.scheduling_message.startswith("0/5 nodes are available")
-    reason, message = pod_reason(pod, NO_NODES)
+    reason, message = worded(pod_reason(pod, NO_NODES))
     assert reason == "Unschedulable" and message == pod.scheduling_message
-    assert pod_problem(pod, NO_NODES).startswith("train-worker-1: Unschedulable: 0/5 nodes")
+    assert said(pod_problem(pod, NO_NODES)).startswith("train-worker-1: Unschedulable: 0/5 nodes")
 
 
 def test_it_reads_an_evicted_pod() -> None:
     pod = parse_pod(k8s.evicted_pod())
     assert (pod.phase, pod.status_reason) == ("Failed", "Evicted")
-    assert pod_reason(pod, NO_NODES) == ("Evicted", pod.status_message)
-    assert pod_problem(pod, NO_NODES).startswith("train-worker-0: Evicted: The node was low")
+    assert worded(pod_reason(pod, NO_NODES)) == ("Evicted", pod.status_message)
+    assert said(pod_problem(pod, NO_NODES)).startswith("train-worker-0: Evicted: The node was low")
 
 
 def test_it_reads_succeeded_and_failed_pods_with_their_exit_codes() -> None:
     done = parse_pod(k8s.finished_pod("eval-abcde", succeeded=True))
     failed = parse_pod(k8s.finished_pod("eval-fghij", succeeded=False))
     assert (done.phase, done.exit_code, done.termination_reason) == ("Succeeded", 0, "Completed")
-    assert pod_problem(done, NO_NODES) == ""
+    assert said(pod_problem(done, NO_NODES)) == ""
     assert (failed.phase, failed.exit_code, failed.terminated_now) == ("Failed", 3, True)
-    assert pod_reason(failed, NO_NODES) == ("Error", "Exit code 3 (Error)")
-    assert pod_problem(failed, NO_NODES) == "eval-fghij: Failed, exit code 3 (Error)"
+    assert worded(pod_reason(failed, NO_NODES)) == ("Error", "Exit code 3 (Error)")
+    assert said(pod_problem(failed, NO_NODES)) == "eval-fghij: Failed, exit code 3 (Error)"
 
 
 def test_it_reads_a_pod_on_a_lost_node_as_still_running_and_blames_the_node() -> None:
@@ -101,22 +114,24 @@ def test_it_reads_a_pod_on_a_lost_node_as_still_running_and_blames_the_node() ->
     pod = parse_pod(k8s.node_lost_pod())
     nodes = {"node-1": parse_node(k8s.node(ready="Unknown"))}
     assert (pod.phase, pod.ready) == ("Running", False)
-    assert pod_reason(pod, nodes)[0] == NODE_NOT_READY
-    assert pod_problem(pod, nodes) == "train-worker-0: node node-1 not ready"
+    assert worded(pod_reason(pod, nodes))[0] == NODE_NOT_READY
+    assert said(pod_problem(pod, nodes)) == "train-worker-0: node node-1 not ready"
 
 
 def test_it_reads_the_taint_manager_eviction_as_terminating() -> None:
     pod = parse_pod(k8s.node_lost_pod(evicting=True))
     assert pod.deleted_at == datetime(2025, 3, 1, 10, 5, tzinfo=UTC)
-    assert pod_reason(pod, NO_NODES) == ("Terminating", "The pod is being deleted.")
+    assert worded(pod_reason(pod, NO_NODES)) == ("Terminating", "The pod is being deleted.")
 
 
 def test_it_accepts_phase_unknown_without_failing() -> None:
     """Phase Unknown is still in the API enum: parsed as no phase, reason NodeLost/Unknown."""
     pod = parse_pod(k8s.unknown_pod())
     assert pod.phase is None
-    assert pod_reason(pod, NO_NODES)[0] == NODE_LOST
-    assert pod_problem(pod, NO_NODES) == "train-worker-0: node node-1 lost (pod phase Unknown)"
+    assert worded(pod_reason(pod, NO_NODES))[0] == NODE_LOST
+    assert (
+        said(pod_problem(pod, NO_NODES)) == "train-worker-0: node node-1 lost (pod phase Unknown)"
+    )
 
 
 def test_it_names_the_first_problem_in_pod_name_order() -> None:
@@ -125,7 +140,7 @@ def test_it_names_the_first_problem_in_pod_name_order() -> None:
         parse_pod(k8s.pod("w-0")),
         parse_pod(k8s.crash_loop_pod("w-1")),
     ]
-    assert first_problem(pods, NO_NODES).startswith("w-1: CrashLoopBackOff")
+    assert said(first_problem(pods, NO_NODES)).startswith("w-1: CrashLoopBackOff")
 
 
 def test_it_reads_a_statefulset_whose_zero_counters_are_omitted() -> None:

@@ -18,6 +18,7 @@ from console.kube.observations import (
 from console.models import Addon
 from console.reconcile import JobObjects, JobRow, TaskRow, Verb, plan
 from jobs.choices import JobPhase, TaskKind, TaskPhase
+from jobs.messages import render_text
 from tests.engine import k8s_json as k8s
 
 NOW = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
@@ -138,7 +139,7 @@ def test_it_creates_a_batch_job_without_a_service() -> None:
 def test_it_shows_a_statefulset_task_running_when_its_replicas_are_ready() -> None:
     sts = parse_statefulset(k8s.statefulset(replicas=2, ready=2))
     view = task_view(TaskKind.STATEFULSET, False, sts, [parse_pod(k8s.pod())], {})
-    assert (view.phase, view.ready_replicas, view.message) == (
+    assert (view.phase, view.ready_replicas, render_text(view.message)) == (
         TaskPhase.RUNNING,
         2,
         "2/2 replicas ready",
@@ -151,7 +152,8 @@ def test_it_keeps_a_crash_looping_statefulset_task_pending_and_says_why() -> Non
     view = task_view(TaskKind.STATEFULSET, False, sts, [parse_pod(k8s.crash_loop_pod())], {})
     assert view.phase == TaskPhase.PENDING
     assert (
-        view.message == "0/2 replicas ready; train-worker-0: CrashLoopBackOff, 4 restarts, "
+        render_text(view.message)
+        == "0/2 replicas ready; train-worker-0: CrashLoopBackOff, 4 restarts, "
         "last exit code 3 (Error)"
     )
 
@@ -163,8 +165,12 @@ def test_it_shows_batch_results_and_a_stopped_jobs_missing_workload() -> None:
     failed = task_view(
         TaskKind.JOB, False, parse_batch_job(k8s.batch_job(outcome="failed")), [], {}
     )
-    assert (done.phase, done.message) == (TaskPhase.SUCCEEDED, "Complete (CompletionsReached)")
-    assert (failed.phase, failed.message) == (TaskPhase.FAILED, "Failed (BackoffLimitExceeded)")
+    assert (done.phase, render_text(done.message)) == (
+        TaskPhase.SUCCEEDED, "Complete (CompletionsReached)",
+    )  # fmt: skip
+    assert (failed.phase, render_text(failed.message)) == (
+        TaskPhase.FAILED, "Failed (BackoffLimitExceeded)",
+    )  # fmt: skip
     assert task_view(TaskKind.STATEFULSET, True, None, [], {}).phase == TaskPhase.STOPPED
     assert task_view(TaskKind.STATEFULSET, False, None, [], {}).phase == TaskPhase.PENDING
 

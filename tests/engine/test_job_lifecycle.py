@@ -9,6 +9,7 @@ from console.kube.gateway import BATCH_JOBS, PODS, SERVICES, STATEFULSETS
 from console.models import Cluster
 from console.sync import sync_cluster
 from jobs import operations
+from jobs.messages import render_text
 from jobs.models import Job, Operation, Task
 from simcluster.server import SimCluster
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
@@ -39,7 +40,7 @@ def test_it_creates_a_job_that_goes_pending_then_running(alice: User, cluster: C
     assert job.started_at is not None and job.observed_at is not None
     tasks = {t.role: t for t in Task.objects.filter(job=job)}
     assert tasks["worker"].phase == "Running" and tasks["worker"].ready_replicas == 2
-    assert tasks["worker"].message == "2/2 replicas ready"
+    assert render_text(tasks["worker"].message) == "2/2 replicas ready"
     assert tasks["worker"].applied_at is not None and tasks["worker"].apply_error == ""
     workers = Worker.objects.filter(task__job=job).order_by("pod_name")
     assert [w.pod_name for w in workers] == ["train-head-0", "train-worker-0", "train-worker-1"]
@@ -66,8 +67,10 @@ def test_it_keeps_a_crashing_statefulset_job_running_and_shows_the_restarts(
     assert phase_of(job) == "Running"
     assert worker().phase == "Running"
     assert (instance.last_exit_code, instance.termination_reason) == (3, "Error")
-    sync_until(cluster, lambda: "CrashLoopBackOff" in Task.objects.get(job=job).message)
-    message = Task.objects.get(job=job).message
+    sync_until(
+        cluster, lambda: "CrashLoopBackOff" in render_text(Task.objects.get(job=job).message)
+    )
+    message = render_text(Task.objects.get(job=job).message)
     assert "last exit code 3 (Error)" in message
     assert phase_of(job) == "Running"
 
@@ -154,9 +157,11 @@ def test_it_reports_batch_tasks_succeeded_and_failed(alice: User, cluster: Clust
     good.refresh_from_db()
     bad.refresh_from_db()
     assert good.started_at and good.finished_at and bad.finished_at
-    assert Task.objects.get(job=good).message.startswith("Complete")
-    assert Task.objects.get(job=bad).message.startswith("Failed (BackoffLimitExceeded)")
-    assert "eval: Failed" in bad.message
+    assert render_text(Task.objects.get(job=good).message).startswith("Complete")
+    assert render_text(Task.objects.get(job=bad).message).startswith(
+        "Failed (BackoffLimitExceeded)"
+    )
+    assert "eval: Failed" in render_text(bad.message)
     failed_pod = PodInstance.objects.get(task__job=bad)
     assert (failed_pod.phase, failed_pod.last_exit_code) == ("Failed", 3)
     result = sync_cluster(cluster.pk)

@@ -9,6 +9,7 @@ from console.kube.gateway import STATEFULSETS
 from console.models import Cluster
 from console.reconcile import reconcile_job
 from console.sync import sync_cluster
+from jobs.messages import render_text
 from jobs.models import Operation, Task, Workflow, WorkflowEdge
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
 
@@ -82,7 +83,7 @@ def test_it_never_touches_objects_it_does_not_manage(alice: User, cluster: Clust
     task_row = Task.objects.get(job=job)
     assert "does not belong to this run of this job" in task_row.apply_error
     operation = Operation.objects.get(job=job)
-    assert operation.result == "accepted" and "does not belong" in operation.message
+    assert operation.result == "accepted" and "does not belong" in render_text(operation.message)
 
 
 def test_it_fails_the_operation_on_an_invalid_object(alice: User, cluster: Cluster) -> None:
@@ -95,7 +96,7 @@ def test_it_fails_the_operation_on_an_invalid_object(alice: User, cluster: Clust
     )
     sync_cluster(cluster.pk)
     operation = Operation.objects.get(job=job)
-    assert operation.result == "failed" and "422" in operation.message
+    assert operation.result == "failed" and "422" in render_text(operation.message)
     assert "422" in Task.objects.get(job=job).apply_error
 
 
@@ -113,9 +114,12 @@ def test_it_starts_a_workflow_child_only_after_its_upstream_succeeded(
     sync_cluster(cluster.pk)
     assert replicas(cluster, "train-worker") is None
     train.refresh_from_db()
-    assert train.message == "Waiting for upstream jobs: prepare."
-    assert Operation.objects.get(job=train).message == "Waiting for upstream jobs: prepare."
+    assert render_text(train.message) == "Waiting for upstream jobs: prepare."
+    assert (
+        render_text(Operation.objects.get(job=train).message)
+        == "Waiting for upstream jobs: prepare."
+    )
     sync_until(cluster, lambda: phase_of(train) == "Running")
     assert phase_of(prepare) == "Succeeded"
     workflow.refresh_from_db()
-    assert workflow.phase == "Running" and workflow.message == "1/2 jobs succeeded"
+    assert workflow.phase == "Running" and render_text(workflow.message) == "1/2 jobs succeeded"

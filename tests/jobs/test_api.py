@@ -28,6 +28,7 @@ from tests.jobs.test_spec import job_data, workflow_data
 from workers.models import Worker
 
 API = "/api/v1"
+NO_MESSAGE: dict[str, object] = {"message": "", "message_code": None, "message_params": {}}
 
 
 @pytest.fixture(autouse=True)
@@ -278,8 +279,8 @@ def test_clusters_nodes_and_addons(alice: User, cluster: Cluster) -> None:
     other = Cluster.objects.create(name="gpu-b", kubeconfig="x")
     Node.objects.create(cluster=other, name="n2", phase=Node.Phase.OFFLINE, observed_at=now)
     assert call("get", "/clusters", alice).json() == [
-        {"name": "gpu-a", "reachable": False, "last_synced_at": None, "message": ""},
-        {"name": "gpu-b", "reachable": False, "last_synced_at": None, "message": ""},
+        {"name": "gpu-a", "reachable": False, "last_synced_at": None, **NO_MESSAGE},
+        {"name": "gpu-b", "reachable": False, "last_synced_at": None, **NO_MESSAGE},
     ]
     nodes = call("get", "/nodes?cluster=gpu-a", alice).json()
     assert [(n["cluster"], n["name"], n["phase"], n["gpu_capacity"]) for n in nodes] == [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import translation
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ from jobs.lifecycle import (
     topological_order,
     workflow_phase,
 )
+from jobs.messages import Message, encode, render_text
 
 P, R, S, F, X = (
     TaskPhase.PENDING,
@@ -224,10 +226,17 @@ class TestOperationsByPhase:
 class TestJobMessage:
     def test_it_aggregates_the_phases_and_messages_of_its_tasks(self) -> None:
         """Spec §Task status: a Job aggregates the phases and messages of its Tasks."""
-        message = job_message(
-            [TaskState("head", R), TaskState("worker", P, "1/2 ready; worker-1 CrashLoopBackOff")]
-        )
-        assert message == "head: Running; worker: Pending — 1/2 ready; worker-1 CrashLoopBackOff"
+        ready = encode(Message("task.replicas_ready", {"ready": 1, "desired": 2}))
+        message = job_message([TaskState("head", R), TaskState("worker", P, ready)])
+        assert render_text(message) == "head: Running; worker: Pending — 1/2 replicas ready"
+        with translation.override("zh-hans"):
+            assert render_text(message) == "head：Running；worker：Pending — 1/2 个副本就绪"
+
+    def test_it_keeps_a_task_message_stored_as_plain_text(self) -> None:
+        """Rows written before messages were coded are shown as they were stored."""
+        message = job_message([TaskState("worker", P, "1/2 ready; worker-1 CrashLoopBackOff")])
+        assert render_text(message) == "worker: Pending — 1/2 ready; worker-1 CrashLoopBackOff"
+        assert job_message([]) == ""
 
 
 class TestWorkflowStatusTable:

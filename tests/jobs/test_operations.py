@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from console.models import Cluster, Membership, Project
 from jobs.choices import Action, JobPhase, PodPhase, TaskPhase
+from jobs.messages import render_text
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
 from jobs.operations import (
     ConfirmationMismatch,
@@ -151,7 +152,7 @@ def test_stop_sets_the_flag_and_the_phase(
     operation = last_operation(job)
     assert (operation.action, operation.result) == (Action.STOP, Result.ACCEPTED)
     if phase == JobPhase.FAILED:
-        assert "stays Failed" in operation.message
+        assert "stays Failed" in render_text(operation.message)
     delay.assert_called_once_with(job.pk)
 
 
@@ -195,7 +196,7 @@ def test_a_forbidden_transition_is_refused_recorded_and_changes_nothing(
     assert reason in refused.value.message
     assert snapshot(job) == before
     operation = last_operation(job)
-    assert (operation.action, operation.result, operation.message) == (
+    assert (operation.action, operation.result, render_text(operation.message)) == (
         action,
         Result.REFUSED,
         refused.value.message,
@@ -272,7 +273,7 @@ def test_resume_goes_back_to_pending_with_a_new_run(
     assert (job.phase, job.stopped, job.run) == (JobPhase.PENDING, False, 2)
     operation = last_operation(job)
     assert (operation.action, operation.result) == (Action.RESUME, Result.ACCEPTED)
-    assert operation.message.startswith("Run 2:")
+    assert render_text(operation.message).startswith("Run 2:")
     delay.assert_called_once_with(job.pk)
 
 

@@ -21,6 +21,7 @@ from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.forms import DeleteForm
 from jobs.lifecycle import allowed_actions
+from jobs.messages import render_text
 from jobs.models import Job, Task
 from jobs.operations import note_failure_seen
 from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, TaskFacts, diagnose
@@ -160,7 +161,7 @@ def _diagnosis(
 
 
 def _cluster_facts(cluster: Cluster, state: ClusterState) -> ClusterFacts:
-    return ClusterFacts(cluster.name, state.reachable, state.stale, cluster.message)
+    return ClusterFacts(cluster.name, state.reachable, state.stale, render_text(cluster.message))
 
 
 SUSPECT_FIELDS = (
@@ -199,7 +200,7 @@ def _pod_facts(worker: Any, operator: bool, details: dict[str, tuple[int | None,
         phase=worker.phase,
         ready=worker.ready,
         reason=worker.reason,
-        message=worker.message,
+        message=render_text(worker.message),
         in_last_report=observed is None or worker.last_reported_at >= observed,
         restart_count=worker.restart_count if operator else None,
         last_exit_code=exit_code,
@@ -216,7 +217,7 @@ def _task_facts(job: Job, row: TaskRow, pods: Sequence[PodFacts], now: datetime)
         desired_replicas=task.desired_replicas,
         ready_replicas=task.ready_replicas,
         observed=task.observed_at is not None,
-        message=task.message,
+        message=render_text(task.message),
         apply_error=task.apply_error,
         node_selector=task.node_selector or {},
         pods=tuple(pods),
