@@ -27,9 +27,12 @@ from jobs.lifecycle import WorkloadObservation, task_phase
 
 @dataclass(frozen=True)
 class TaskView:
+    """`workload_replicas`: the workload's own desired count (None when there is none)."""
+
     phase: TaskPhase
     ready_replicas: int
     message: str
+    workload_replicas: int | None = None
 
 
 def workload_observation(kind: TaskKind, workload: WorkloadObs | None) -> WorkloadObservation:
@@ -78,14 +81,14 @@ def task_view(
     (it is not created while stopped): Stopped, not Pending (docs/decisions.md)."""
     if workload is None:
         if stopped:
-            return TaskView(TaskPhase.STOPPED, 0, "not created: the job is stopped")
+            return TaskView(TaskPhase.STOPPED, 0, "not created: the job is stopped", 0)
         return TaskView(TaskPhase.PENDING, 0, f"waiting for the {kind} to be created")
-    phase = task_phase(workload_observation(kind, workload))
-    ready = workload.ready_replicas if isinstance(workload, StatefulSetObs) else workload.ready
+    observation = workload_observation(kind, workload)
+    phase = task_phase(observation)
     message = _progress(workload, pods)
     if problem := first_problem(pods, nodes):
         message = f"{message}; {problem}"
-    return TaskView(phase, ready, message)
+    return TaskView(phase, observation.ready_replicas, message, observation.desired_replicas)
 
 
 # --- add-ons ---------------------------------------------------------------------------------
