@@ -40,7 +40,11 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class Summary:
+    """Pods are counted from the last report only: a row missing from it is a pod that may be
+    gone, shown with its last known state, never counted as a pod or as ready."""
+
     total: int
+    present: int
     ready: int
     missing: int
     problems: int
@@ -110,7 +114,8 @@ def _workers(task: Task, only: str) -> QuerySet[Worker]:
 def _summary(task: Task) -> Summary:
     counts = task.workers.aggregate(
         n_total=Count("pk"),
-        n_ready=Count("pk", filter=Q(ready=True)),
+        n_present=Count("pk", filter=~_missing(task)),
+        n_ready=Count("pk", filter=Q(ready=True) & ~_missing(task)),
         n_missing=Count("pk", filter=_missing(task)),
         n_problems=Count("pk", filter=_problems(task)),
     )
