@@ -64,15 +64,11 @@ document.addEventListener("htmx:afterSettle", function () {
   tableScrolls.clear();
 });
 
-// "Copy troubleshooting record": fetch the record as it is now, show it in the panel's text box,
-// select it and copy it. Without clipboard access it stays selected for Ctrl+C.
-document.addEventListener("click", function (event) {
-  var button = event.target.closest && event.target.closest("button.copy-record");
-  if (!button) {
-    return;
-  }
-  var status = button.parentElement.querySelector(".copy-status");
-  fetch(button.getAttribute("data-record-url"), { credentials: "same-origin" })
+// The troubleshooting record: the text box holds the record as the page was first rendered (it
+// is kept across refreshes so a selection is not lost); opening it or "Copy troubleshooting
+// record" loads the record as it is now. Copying falls back to a selection for Ctrl+C.
+function loadRecord(details) {
+  return fetch(details.getAttribute("data-record-url"), { credentials: "same-origin" })
     .then(function (answer) {
       if (!answer.ok) {
         throw new Error(answer.status);
@@ -80,9 +76,25 @@ document.addEventListener("click", function (event) {
       return answer.text();
     })
     .then(function (text) {
-      var details = document.getElementById("troubleshooting-record");
+      details.querySelector("textarea").value = text;
+      return text;
+    });
+}
+document.addEventListener("toggle", function (event) {
+  if (event.target.id === "troubleshooting-record" && event.target.open) {
+    loadRecord(event.target).catch(function () {});
+  }
+}, true);
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest("button.copy-record");
+  if (!button) {
+    return;
+  }
+  var status = button.parentElement.querySelector(".copy-status");
+  var details = document.getElementById("troubleshooting-record");
+  loadRecord(details)
+    .then(function (text) {
       var box = details.querySelector("textarea");
-      box.value = text;
       details.open = true;
       box.focus();
       box.select();
@@ -96,7 +108,6 @@ document.addEventListener("click", function (event) {
       });
     })
     .catch(function () {
-      status.textContent = "";
-      window.location.href = button.getAttribute("data-record-url");
+      window.location.href = details.getAttribute("data-record-url");
     });
 });
