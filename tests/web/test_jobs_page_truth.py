@@ -206,3 +206,12 @@ def test_it_writes_the_record_in_the_readers_language(
     chinese = {"Accept-Language": "zh-Hans"}
     text = body(get(client, alice, f"/jobs/{broken.pk}/record/", **chinese))
     assert "排查记录" in text and "首个看起来有问题的层" in text
+
+
+def test_it_gives_a_superuser_the_operators_record(
+    client: Client, project: Project, reachable: Cluster, alice: User
+) -> None:
+    broken = bad_image_job(project, reachable, alice)
+    User.objects.filter(pk=alice.pk).update(is_superuser=True, is_staff=False)
+    text = body(get(client, User.objects.get(pk=alice.pk), f"/jobs/{broken.pk}/record/"))
+    assert "Pod instance history by UID (operators)" in text and "uid-a" in text

@@ -17,7 +17,7 @@ from django.utils import timezone
 from console import status
 from console.models import Cluster, Node
 from console.polling import HtmxHttpRequest, fragment_version
-from jobs.access import get_job_for_user, jobs_for
+from jobs.access import get_job_for_user, is_operator, jobs_for
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.forms import DeleteForm
 from jobs.lifecycle import allowed_actions
@@ -79,7 +79,7 @@ def job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     cluster = cluster_state(job.cluster, now)
     tasks = _task_rows(job, now)
     operations = list(job.operations.select_related("user")[:HISTORY_LIMIT])
-    operator = request.user.is_staff
+    operator = is_operator(request.user)
     actions = _actions(request, job)
     diagnosis, capped = _diagnosis(job, cluster, tasks, operator)
     terminal = job.phase in JOB_TERMINAL

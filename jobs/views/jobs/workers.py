@@ -19,7 +19,7 @@ from django.utils import timezone
 from console import status
 from console.models import Cluster, Node
 from console.polling import HtmxHttpRequest, fragment_version
-from jobs.access import get_job_for_user
+from jobs.access import get_job_for_user, is_operator
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.models import Job, Task
 from jobs.views.jobs.common import POLL_SECONDS, minute_of
@@ -69,7 +69,7 @@ def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpRespons
 
 def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str, Any]:
     now = timezone.now()
-    operator = request.user.is_staff
+    operator = is_operator(request.user)
     only = "problems" if request.GET.get("only") == "problems" else ""
     page = Paginator(_workers(task, only), WORKERS_PAGE).get_page(request.GET.get("page"))
     rows = _worker_rows(job, task, list(page.object_list))
