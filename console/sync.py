@@ -189,6 +189,17 @@ def _unreachable(
     return SyncResult(cluster.pk, cluster.name, message=message, seconds=time.monotonic() - started)
 
 
+def _derive(state: State, snapshot: Snapshot, now: datetime) -> Changes:
+    """Everything the snapshot changes in the loaded rows (nothing written yet)."""
+    changes = Changes()
+    derive_jobs(state, Index.of(snapshot), changes, now)
+    derive_instances(state, snapshot.pods, changes, now)
+    derive_nodes(state, snapshot, changes, now)
+    derive_addons(state, snapshot, changes, now)
+    derive_workflows(state, changes, now)
+    return changes
+
+
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: float) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
@@ -202,13 +213,10 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: float) -> S
         return SyncResult(cluster_id, cluster.name, skipped=True)
     derive_blocked(state)
     reconciled = reconcile_cluster(gateway, state, snapshot, now)
-    seen = with_answers(snapshot, reconciled.answered)
-    changes = Changes()
-    derive_jobs(state, Index.of(seen), changes, now)
-    derive_instances(state, snapshot.pods, changes, now)
-    derive_nodes(state, snapshot, changes, now)
-    derive_addons(state, snapshot, changes, now)
-    derive_workflows(state, changes, now)
+    changes = _derive(state, with_answers(snapshot, reconciled.answered), now)
+    held = renew_lease(cluster_id, held) if _renewal_due(held) else held
+    if held is None:  # the derivation outlived the lease: another cycle owns the rows now
+        return SyncResult(cluster_id, cluster.name, skipped=True)
     rows = reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
     finish(cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now)
     return SyncResult(
