@@ -121,6 +121,20 @@ def cells_are_not_one_word_a_line(page: Page) -> None:
     assert narrow and min(narrow) > 200, narrow
 
 
+def keeps_its_sideways_scroll_across_a_refresh(page: Page, workers: Locator) -> None:
+    """Item 1: the instance history, scrolled sideways on a phone, is replaced by the next
+    refresh of its fragment and comes back scrolled as it was."""
+    slot = workers.locator("xpath=ancestor::details[1]").get_attribute("id")
+    wrap = f"#{slot} .instances-table"
+    page.evaluate(f"""() => {{ const box = document.querySelector('{wrap}').parentElement;
+        box.dataset.old = 'yes'; box.scrollLeft = 120; }}""")
+    page.wait_for_function(
+        f"""() => {{ const box = document.querySelector('{wrap}').parentElement;
+        return !box.dataset.old && box.scrollLeft >= 100; }}""",
+        timeout=LIVE,
+    )
+
+
 @pytest.fixture
 def chinese_page(browser: Browser, live_server: Any) -> Iterator[Page]:
     context = browser.new_context(locale="zh-CN", timezone_id="UTC", viewport=WIDE)
@@ -187,6 +201,8 @@ def test_it_keeps_open_worker_rows_current_and_reads_a_stop_as_stopped(
     cells_are_not_one_word_a_line(page)
     boxes_hold_their_tables(page)
     no_sideways_page_scroll(page)
+    keeps_its_sideways_scroll_across_a_refresh(page, actor)
+    expect(actor.locator('.worker-filter a[aria-current="true"]')).to_contain_text("Not ready")
     shoot(page, screenshots, "job-page-phone.png")
     page.set_viewport_size(WIDE)
 
