@@ -207,9 +207,17 @@ def test_it_keeps_open_worker_rows_current_and_reads_a_stop_as_stopped(
     page.set_viewport_size(WIDE)
 
     # 2. Stop: the cycle that applies it shows the Tasks Stopped, desired 0 beside 2.
+    syncer.pause()
     page.click("button:has-text('Stop')")
     expect(page.locator(".messages")).to_contain_text("Stop requested")
     count_target_errors(page)  # the stop reloaded the page
+    # 3. Until the cluster reports after the stop, Stopped is the console's decision.
+    decision = page.locator("#phase-decision")
+    expect(decision).to_contain_text("decided by the console")
+    expect(decision).to_contain_text("spec.stopped was set to true by olga")
+    shoot(page, screenshots, "job-page-stop-decided.png")
+    syncer.resume()
+    expect(decision).to_have_count(0, timeout=LIVE)
     worker_task = task_row(page, "worker")
     expect(worker_task.locator(".workload-replicas")).to_have_text("0", timeout=LIVE)
     expect(worker_task.locator('td[data-label="Desired (template)"]')).to_have_text("2")
