@@ -79,6 +79,7 @@ class TaskRow:
     observed_at: datetime | None
     applied_at: datetime | None
     apply_error: str
+    workload_replicas: int | None = None
 
 
 @dataclass
@@ -105,7 +106,7 @@ JOB_FIELDS = (
 )  # fmt: skip
 TASK_FIELDS = (
     "pk", "job_id", "role", "kind", "template", "desired_replicas", "ready_replicas", "phase",
-    "message", "observed_at", "applied_at", "apply_error",
+    "message", "observed_at", "applied_at", "apply_error", "workload_replicas",
 )  # fmt: skip
 
 
@@ -303,6 +304,9 @@ class Outcome:
     errors: dict[int | None, ApplyError] = field(default_factory=dict)
     unreachable: str = ""
     why_unreachable: Message | None = None
+    # The workloads as the API server answered the creates and scales: what the cluster holds
+    # now, newer than the LIST the plan was made from.
+    answered: list[WorkloadObs] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -341,14 +345,30 @@ def unreachable_reason(error: ClusterUnreachable | kubeconfig.KubeconfigRejected
     return Message(f"cluster.{error.code}", params)
 
 
-def _perform(gateway: Gateway, write: Write) -> None:
+def _perform(gateway: Gateway, write: Write) -> dict[str, Any] | None:
+    """The object the API server answered (None for a delete)."""
     if write.verb == Verb.CREATE:
         assert write.manifest is not None
-        kube_apply.create(gateway, write.resource, write.manifest)
-    elif write.verb == Verb.SCALE:
-        kube_apply.scale(gateway, write.resource, write.namespace, write.name, write.replicas)
-    else:
-        kube_apply.delete(gateway, write.resource, write.namespace, write.name, write.uid)
+        return kube_apply.create(gateway, write.resource, write.manifest)
+    if write.verb == Verb.SCALE:
+        return kube_apply.scale(
+            gateway, write.resource, write.namespace, write.name, write.replicas
+        )
+    kube_apply.delete(gateway, write.resource, write.namespace, write.name, write.uid)
+    return None
+
+
+def answered_workload(resource: Resource, body: dict[str, Any] | None) -> WorkloadObs | None:
+    """A workload from the API server's answer to a write; None for other resources or an
+    answer of an unexpected shape (the write itself went through: the next LIST tells)."""
+    if resource not in (STATEFULSETS, BATCH_JOBS) or not body:
+        return None
+    try:
+        if resource == STATEFULSETS:
+            return parse_statefulset(body)
+        return parse_batch_job(body)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        return None
 
 
 def apply_job(gateway: Gateway, writes: Sequence[Write]) -> Outcome:
@@ -359,7 +379,7 @@ def apply_job(gateway: Gateway, writes: Sequence[Write]) -> Outcome:
         if write.task_id in outcome.errors:
             continue
         try:
-            _perform(gateway, write)
+            body = _perform(gateway, write)
         except ApplyError as error:
             outcome.errors[write.task_id] = error
             continue
@@ -368,6 +388,8 @@ def apply_job(gateway: Gateway, writes: Sequence[Write]) -> Outcome:
             break
         outcome.writes += 1
         outcome.done.add(write.task_id)
+        if (workload := answered_workload(write.resource, body)) is not None:
+            outcome.answered.append(workload)
     return outcome
 
 

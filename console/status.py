@@ -85,3 +85,11 @@ def instance_last_seen_at(instance: Any, cluster: Any) -> datetime:
     if instance.gone_at is not None or cluster.last_synced_at is None:
         return instance.last_seen_at  # type: ignore[no-any-return]
     return max(instance.last_seen_at, cluster.last_synced_at)  # type: ignore[no-any-return]
+
+
+def decided_after_report(decided_at: datetime | None, observed_at: datetime | None) -> bool:
+    """A phase the console set itself (stop, resume: spec §Job status) is its decision, not an
+    observation, until the cluster reports after it: the report must be the newer fact."""
+    if decided_at is None:
+        return False
+    return observed_at is None or observed_at < decided_at

@@ -11,6 +11,9 @@
   changed rows are written (bulk). A cycle in which nothing changed writes the Cluster row only.
 - Observation times are written with the change they describe: an unchanged row was confirmed by
   every later sync, which `console.status` derives from `Cluster.last_synced_at`.
+- Reconcile runs before the derivation, and the objects the API server answered to its creates
+  and scales replace what the LIST said of them: the cycle that applies a stop already shows
+  the Tasks Stopped (spec §Task status: desired replicas 0), not one cycle later.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import dataclasses
 import gc
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,11 +34,12 @@ from django.utils import timezone
 from console import reconcile
 from console.kube import kubeconfig
 from console.kube.gateway import ClusterUnreachable, Snapshot
-from console.kube.observations import WorkloadObs
+from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
 from console.models import Cluster
 from console.sync_derive import (
     Index,
     derive_addons,
+    derive_blocked,
     derive_instances,
     derive_jobs,
     derive_nodes,
@@ -118,11 +123,18 @@ def finish(cluster_id: int, lease: datetime, **fields: Any) -> None:
 # --- reconcile inside the cycle --------------------------------------------------------------
 
 
-def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datetime) -> int:
-    """Plans every Job against the snapshot, applies, records; returns the rows written."""
+@dataclass
+class Reconciled:
+    rows_written: int = 0
+    answered: list[WorkloadObs] = field(default_factory=list)
+
+
+def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datetime) -> Reconciled:
+    """Plans every Job against the snapshot, applies, records; returns the rows written and
+    the workloads as the API server answered the writes."""
     items: list[WorkloadObs] = [*snapshot.statefulsets, *snapshot.batch_jobs]
     objects = reconcile.group_by_job(items, snapshot.services)
-    written = 0
+    result = Reconciled()
     for job in state.jobs:
         blocked = state.blocked.get(job.pk, []) if job.delete_requested_at is None else []
         writes = reconcile.plan(job, objects.get(job.pk, reconcile.JobObjects()), blocked)
@@ -131,10 +143,29 @@ def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datet
         if not needs_record and not any(task.apply_error for task in job.tasks):
             continue
         outcome = reconcile.apply_job(gateway, writes)
-        written += reconcile.record(job, outcome, operations, blocked, now, state.cluster.name)
+        result.rows_written += reconcile.record(
+            job, outcome, operations, blocked, now, state.cluster.name
+        )
+        result.answered += outcome.answered
         if outcome.unreachable:
             break
-    return written
+    return result
+
+
+def with_answers(snapshot: Snapshot, answered: Sequence[WorkloadObs]) -> Snapshot:
+    """The snapshot with each written workload as the API server answered the write."""
+    if not answered:
+        return snapshot
+    keys = {(type(item), item.namespace, item.name) for item in answered}
+    statefulsets = [
+        *(s for s in snapshot.statefulsets if (StatefulSetObs, s.namespace, s.name) not in keys),
+        *(item for item in answered if isinstance(item, StatefulSetObs)),
+    ]
+    batch_jobs = [
+        *(j for j in snapshot.batch_jobs if (BatchJobObs, j.namespace, j.name) not in keys),
+        *(item for item in answered if isinstance(item, BatchJobObs)),
+    ]
+    return replace(snapshot, statefulsets=statefulsets, batch_jobs=batch_jobs)
 
 
 # --- the cycle -------------------------------------------------------------------------------
@@ -177,6 +208,17 @@ def _costs(result: SyncResult, started: Started) -> SyncResult:
     return dataclasses.replace(result, seconds=seconds, cpu_seconds=cpu_seconds)
 
 
+def _derive(state: State, snapshot: Snapshot, now: datetime) -> Changes:
+    """Everything the snapshot changes in the loaded rows (nothing written yet)."""
+    changes = Changes()
+    derive_jobs(state, Index.of(snapshot), changes, now)
+    derive_instances(state, snapshot.pods, changes, now)
+    derive_nodes(state, snapshot, changes, now)
+    derive_addons(state, snapshot, changes, now)
+    derive_workflows(state, changes, now)
+    return changes
+
+
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
@@ -185,17 +227,16 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         return _unreachable(cluster, lease, now, error, started)
     state = load_state(cluster)
-    changes = Changes()
-    derive_jobs(state, Index.of(snapshot), changes, now)
-    derive_instances(state, snapshot.pods, changes, now)
-    derive_nodes(state, snapshot, changes, now)
-    derive_addons(state, snapshot, changes, now)
-    derive_workflows(state, changes, now)
     held = renew_lease(cluster_id, lease) if _renewal_due(lease) else lease
     if held is None:
         return SyncResult(cluster_id, cluster.name, skipped=True)
-    rows = reconcile_cluster(gateway, state, snapshot, now)
-    rows += write(changes, state) if not changes.empty() else 0
+    derive_blocked(state)
+    reconciled = reconcile_cluster(gateway, state, snapshot, now)
+    changes = _derive(state, with_answers(snapshot, reconciled.answered), now)
+    held = renew_lease(cluster_id, held) if _renewal_due(held) else held
+    if held is None:  # the derivation outlived the lease: another cycle owns the rows now
+        return SyncResult(cluster_id, cluster.name, skipped=True)
+    rows = reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
     finish(cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now)
     result = SyncResult(
         cluster_id,

@@ -89,10 +89,10 @@ def _view(job: JobRow, task: TaskRow, index: Index, pods: list[PodObs]) -> TaskV
     result instead of falling back to Pending."""
     workload = _current_workload(job, task, index)
     if task.phase in TASK_TERMINAL and workload is None:
-        return TaskView(task.phase, task.ready_replicas, task.message)
+        return TaskView(task.phase, task.ready_replicas, task.message, task.workload_replicas)
     view = task_view(TaskKind(task.kind), job.stopped, workload, pods, index.nodes)
     if task.phase in TASK_TERMINAL:
-        return TaskView(task.phase, view.ready_replicas, view.message)
+        return TaskView(task.phase, view.ready_replicas, view.message, view.workload_replicas)
     return view
 
 
@@ -148,8 +148,8 @@ def _last_phase(stored: dict[str, tuple[Any, ...]], pod: PodObs) -> str | None:
 
 
 def _task_changed(task: TaskRow, view: TaskView) -> bool:
-    return (task.phase, task.ready_replicas, task.message) != (
-        view.phase, view.ready_replicas, view.message,
+    return (task.phase, task.ready_replicas, task.message, task.workload_replicas) != (
+        view.phase, view.ready_replicas, view.message, view.workload_replicas,
     )  # fmt: skip
 
 
@@ -162,11 +162,12 @@ def _derive_job(job: JobRow, index: Index, state: State, changes: Changes, now: 
         if _derive_workers(task, pods, index, changes, state, task_changed, now):
             changes.tasks.append(
                 Task(pk=task.pk, phase=view.phase, ready_replicas=view.ready_replicas,
-                     message=view.message, observed_at=now)
+                     message=view.message, workload_replicas=view.workload_replicas,
+                     observed_at=now)
             )  # fmt: skip
             changes.touched_jobs.add(job.pk)
-            task.phase, task.ready_replicas, task.message = (
-                view.phase, view.ready_replicas, view.message,
+            task.phase, task.ready_replicas, task.message, task.workload_replicas = (
+                view.phase, view.ready_replicas, view.message, view.workload_replicas,
             )  # fmt: skip
         states.append(TaskState(task.role, view.phase, view.message))
     new_phase = job_phase(JobPhase(job.phase), job.stopped, [state.phase for state in states])
@@ -190,13 +191,21 @@ def _job_fields(job: JobRow, seen: dict[str, Any], now: datetime) -> dict[str, A
     return fields
 
 
+def derive_blocked(state: State) -> None:
+    """The Workflow children that wait for upstream Jobs (from the stored phases): reconcile
+    leaves them alone and their message says what they wait for."""
+    state.blocked = reconcile.load_blocked(
+        [job for job in state.jobs if job.delete_requested_at is None]
+    )
+
+
 def derive_jobs(state: State, index: Index, changes: Changes, now: datetime) -> None:
-    """Task, Worker and Job phases (spec §Task status, §Job status), then blocked children."""
+    """Task, Worker and Job phases (spec §Task status, §Job status), then blocked children
+    (`derive_blocked` ran first)."""
     seen = {job.pk: {"phase": job.phase, "message": job.message} for job in state.jobs}
     live = [job for job in state.jobs if job.delete_requested_at is None]
     for job in live:
         _derive_job(job, index, state, changes, now)
-    state.blocked = reconcile.load_blocked(live)
     for job in live:
         if job.pk in state.blocked:
             job.message = encode(waiting_for_upstream(state.blocked[job.pk]))

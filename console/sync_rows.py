@@ -181,7 +181,9 @@ def write(changes: Changes, state: State) -> int:
                 written += Job.objects.filter(pk=change.pk, **change.seen).update(**change.fields)
         tasks = [task for task in changes.tasks if task_jobs.get(task.pk) in keep]
         written += Task.objects.bulk_update(
-            tasks, ["phase", "ready_replicas", "message", "observed_at"], batch_size=BATCH
+            tasks,
+            ["phase", "ready_replicas", "message", "workload_replicas", "observed_at"],
+            batch_size=BATCH,
         )
         written += _write_workers(changes, task_jobs, keep)
         written += _write_instances(changes, task_jobs, keep)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/new/", jobs.job_new, name="job_new"),
     path("jobs/<int:pk>/", jobs.job_detail, name="job"),
     path("jobs/<int:pk>/clone/", jobs.job_clone, name="job_clone"),
+    path("jobs/<int:pk>/record/", jobs.job_record, name="job_record"),
     path("jobs/<int:pk>/stop/", jobs.job_stop, name="job_stop"),
     path("jobs/<int:pk>/resume/", jobs.job_resume, name="job_resume"),
     path("jobs/<int:pk>/delete/", jobs.job_delete, name="job_delete"),

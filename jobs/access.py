@@ -23,6 +23,13 @@ def projects_for(user: User, *, write: bool = False) -> QuerySet[Project]:
     return Project.objects.filter(pk__in=memberships.values("project"))
 
 
+def is_operator(user: User) -> bool:
+    """Operators see what spec §Where to look reserves for authorised operators (restart
+    counts, exit codes, the instance history). For now: staff or superusers."""
+    staff = getattr(user, "is_staff", False) or getattr(user, "is_superuser", False)
+    return bool(user.is_authenticated and staff)
+
+
 def jobs_for(user: User) -> QuerySet[Job]:
     """Visible Jobs; a Job whose deletion was requested is already gone for its users."""
     return Job.objects.filter(project__in=projects_for(user), delete_requested_at__isnull=True)

@@ -120,6 +120,11 @@ class Task(models.Model):
     node_selector = models.JSONField(_("node selector"), default=dict, blank=True)
     desired_replicas = models.PositiveIntegerField(_("desired replicas"), default=1)
     ready_replicas = models.PositiveIntegerField(_("ready replicas"), default=0)
+    # The desired replicas of the workload as the cluster last reported it (0 once stopped,
+    # spec §Task status), beside the template's `desired_replicas`; None: no workload seen.
+    workload_replicas = models.PositiveIntegerField(
+        _("workload's desired replicas"), null=True, blank=True
+    )
     phase = models.CharField(
         _("phase"), max_length=16, choices=TaskPhase.choices, default=TaskPhase.PENDING
     )

@@ -269,6 +269,7 @@ def _reset_tasks(job: Job) -> None:
                 "node_selector": row.node_selector,
                 "desired_replicas": row.desired_replicas,
                 "ready_replicas": 0,
+                "workload_replicas": None,
                 "phase": TaskPhase.PENDING,
                 "message": "",
                 "observed_at": None,

@@ -76,7 +76,11 @@ class TaskOut(Worded):
     role: str
     kind: TaskKind
     phase: TaskPhase
-    desired_replicas: int
+    desired_replicas: int = Field(description="The template's desired replicas.")
+    workload_replicas: int | None = Field(
+        description="The workload's desired replicas as the cluster last reported them "
+        "(0 once stopped, spec §Task status); null while no workload was observed."
+    )
     ready_replicas: int
     observed_at: datetime | None
     workers: list[WorkerOut]

@@ -3,6 +3,8 @@
 - create: 409 AlreadyExists means read the object and compare: the same Job, Task and run is
   success (another reconcile got there first); anything else is an error to report.
 - scale: StatefulSet `spec.replicas`, batch Job `spec.parallelism`.
+- create and scale return the object as the API server answered the write: the cycle that
+  writes it derives from that answer rather than from the LIST taken before the write.
 - delete: Background propagation; 404 is success, and so is 409 on the UID precondition (the
   object observed is already gone; a newer one of that name is judged on the next cycle).
 """
@@ -21,12 +23,12 @@ def _labels(manifest: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def create(gateway: Gateway, resource: Resource, manifest: dict[str, Any]) -> bool:
-    """True when created now, False when the very same object already existed."""
+def create(gateway: Gateway, resource: Resource, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The object as the API server answered: created now, or the very same object that
+    already existed."""
     meta = manifest["metadata"]
     try:
-        gateway.create(resource, meta["namespace"], manifest)
-        return True
+        return gateway.create(resource, meta["namespace"], manifest)
     except ApplyError as error:
         if error.status != 409:
             raise
@@ -40,12 +42,15 @@ def create(gateway: Gateway, resource: Resource, manifest: dict[str, Any]) -> bo
             f"A {resource.kind} named {meta['name']} already exists in {meta['namespace']} "
             "and does not belong to this run of this job.",
         )
-    return False
+    return existing
 
 
-def scale(gateway: Gateway, resource: Resource, namespace: str, name: str, replicas: int) -> None:
+def scale(
+    gateway: Gateway, resource: Resource, namespace: str, name: str, replicas: int
+) -> dict[str, Any]:
+    """The scaled object as the API server answered the patch."""
     field = "parallelism" if resource == BATCH_JOBS else "replicas"
-    gateway.patch(resource, namespace, name, {"spec": {field: replicas}})
+    return gateway.patch(resource, namespace, name, {"spec": {field: replicas}})
 
 
 def delete(gateway: Gateway, resource: Resource, namespace: str, name: str, uid: str = "") -> bool:

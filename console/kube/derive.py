@@ -28,11 +28,13 @@ from jobs.messages import Message, Param, encode, kubernetes
 
 @dataclass(frozen=True)
 class TaskView:
-    """`message` is stored form (jobs.messages.encode)."""
+    """`message` is stored form (jobs.messages.encode); `workload_replicas`: the workload's own
+    desired count (None when there is none)."""
 
     phase: TaskPhase
     ready_replicas: int
     message: str
+    workload_replicas: int | None = None
 
 
 def workload_observation(kind: TaskKind, workload: WorkloadObs | None) -> WorkloadObservation:
@@ -92,15 +94,17 @@ def task_view(
     (it is not created while stopped): Stopped, not Pending (docs/decisions.md)."""
     if workload is None:
         if stopped:
-            return TaskView(TaskPhase.STOPPED, 0, encode(Message("task.not_created_stopped")))
+            return TaskView(TaskPhase.STOPPED, 0, encode(Message("task.not_created_stopped")), 0)
         waiting = Message("task.waiting_for_workload", {"kind": str(kind)})
         return TaskView(TaskPhase.PENDING, 0, encode(waiting))
-    phase = task_phase(workload_observation(kind, workload))
-    ready = workload.ready_replicas if isinstance(workload, StatefulSetObs) else workload.ready
+    observation = workload_observation(kind, workload)
+    phase = task_phase(observation)
     message = _progress(workload, pods)
     if problem := first_problem(pods, nodes):
         message = Message("task.with_problem", {"progress": message, "problem": problem})
-    return TaskView(phase, ready, encode(message))
+    return TaskView(
+        phase, observation.ready_replicas, encode(message), observation.desired_replicas
+    )
 
 
 # --- add-ons ---------------------------------------------------------------------------------

@@ -217,7 +217,7 @@ def test_it_reads_and_compares_on_already_exists(gateway: Gateway, script: Scrip
     manifest = k8s.statefulset()
     script.write_status = 409
     script.existing = k8s.statefulset()
-    assert create(gateway, STATEFULSETS, manifest) is False
+    assert create(gateway, STATEFULSETS, manifest) == script.existing  # the answer: theirs
     script.existing = k8s.statefulset(job=99)
     with pytest.raises(ApplyError, match="does not belong"):
         create(gateway, STATEFULSETS, manifest)

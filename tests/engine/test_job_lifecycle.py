@@ -92,6 +92,26 @@ def test_it_stops_a_job_and_its_pods_go(alice: User, cluster: Cluster) -> None:
     assert stop.result == "applied"
 
 
+def test_it_shows_the_tasks_stopped_in_the_cycle_that_applies_the_stop(
+    alice: User, cluster: Cluster
+) -> None:
+    """Spec §Task status: Stopped = the workload's desired replicas are 0. The cycle that scales
+    the workload to 0 derives from the API server's answer to that write, so the Task reads
+    Stopped (and the workload's own desired count 0) at once, not one cycle later."""
+    job = submit(alice, cluster, "train", task("worker", replicas=2))
+    sync_until(cluster, lambda: Task.objects.get(job=job).phase == "Running")
+    assert Task.objects.get(job=job).workload_replicas == 2
+    operations.stop_job(alice, Job.objects.get(pk=job.pk))
+    result = sync_cluster(cluster.pk)
+    assert result.api_writes == 1  # the scale to 0
+    stopped = Task.objects.get(job=job)
+    assert (stopped.phase, stopped.workload_replicas, stopped.desired_replicas) == (
+        "Stopped", 0, 2,
+    )  # fmt: skip
+    assert render_text(stopped.message).startswith("scaled to 0")
+    assert phase_of(job) == "Stopped"
+
+
 def test_it_resumes_from_the_original_template_even_after_an_edit_behind_its_back(
     alice: User, cluster: Cluster
 ) -> None:

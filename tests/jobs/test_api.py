@@ -198,12 +198,14 @@ def test_job_detail_shows_tasks_and_workers(job: Job, alice: User) -> None:
     )
     assert set(body) >= {"message", "created_at", "started_at", "finished_at", "observed_at"}
     task = body["tasks"][0]
-    assert {k: task[k] for k in ("name", "role", "kind", "phase", "desired_replicas")} == {
+    keys = ("name", "role", "kind", "phase", "desired_replicas", "workload_replicas")
+    assert {k: task[k] for k in keys} == {
         "name": "ppo-math-head",
         "role": "head",
         "kind": "StatefulSet",
         "phase": "Pending",
         "desired_replicas": 1,
+        "workload_replicas": None,  # spec §Task status: no workload observed yet
     }
     assert task["workers"] == [
         {

@@ -357,16 +357,14 @@ def test_it_shows_the_tasks_with_desired_ready_phase_and_apply_result(
     html = body(get(client, alice, f"/jobs/{job.pk}/"))
     tasks = html[html.index('class="tasks-table"') :]
     head = tasks[tasks.index(">head<") :].split("</tr>")[0]
-    assert re.findall(r'<td class="num" data-label="(?:Desired|Ready)">(\d+)</td>', head) == [
-        "1",
-        "0",
-    ]
+    cells = r'<td class="num" data-label="(?:Desired \(template\)|Ready)">(\d+)</td>'
+    assert re.findall(cells, head) == ["1", "0"]
     assert 'data-status="Pending"' in head
     message = tasks[tasks.index(">head<") :].split('class="task-message"')[1].split("</tr>")[0]
     assert "head-0: ImagePullBackOff" in message
     assert "Apply error: 422 Invalid" in head
     worker = tasks[tasks.index(">worker<") :].split("</tr>")[0]
-    assert re.search(r'class="num workers-count"[^>]*>2</td>', worker)
+    assert re.search(r'class="num workers-count"[^>]*><span class="reported">2</span></td>', worker)
 
 
 def test_it_warns_where_the_spec_warns(client: Client, job: Job, alice: User) -> None:
@@ -538,8 +536,51 @@ def test_it_marks_workers_missing_from_the_last_report_and_keeps_them(
     assert "1 row was not in the last report" in html
     page = body(get(client, alice, f"/jobs/{job.pk}/"))
     assert re.search(
-        r'workers-count"[^>]*>2<div class="stale small">1 not in the last report', page
-    )
+        r'workers-count"[^>]*><span class="reported">1</span>'
+        r'<div class="stale small">1 not in the last report',
+        page,
+    ), "spec §Pod and Worker status: a pod missing from the last report is not counted"
+
+
+def test_it_counts_only_pods_in_the_last_report_and_labels_gone_rows_last_known(
+    client: Client, job: Job, alice: User
+) -> None:
+    """Spec §Task status and §Pod and Worker status: after Stop the pods are scaled down and
+    disappear; rows that are gone read as gone, their phase labelled as the last known one, and
+    the block does not say "2 pods, 2 ready" over them."""
+    task = job.tasks.get()
+    Worker.objects.filter(task=task).update(last_reported_at=NOW - timedelta(minutes=2))
+    html = body(get(client, alice, f"/jobs/{job.pk}/tasks/{task.pk}/workers/"))
+    summary = html[html.index('class="workers-summary"') :].split("</span>")[0]
+    assert "0 pods in the last report, 0 ready" in summary
+    row = html[html.index("train-worker-0") :].split("</tr>")[0]
+    phase = row[row.index('class="phase"') :].split("</td>")[0]
+    assert "gone, last known:" in phase and 'data-status="Running"' in phase
+    ready = row[row.index('class="ready"') :].split("</td>")[0]
+    assert "gone, last known:" in ready
+
+
+def test_it_says_1_pod_not_1_pods_in_both_languages(client: Client, job: Job, alice: User) -> None:
+    task = job.tasks.get()
+    Worker.objects.filter(pod_name="train-worker-1").delete()
+    html = body(get(client, alice, f"/jobs/{job.pk}/tasks/{task.pk}/workers/"))
+    assert "1 pod in the last report, 1 ready" in html and "1 pods" not in html
+    chinese = body(get(client, None, f"/jobs/{job.pk}/tasks/{task.pk}/workers/",
+                       **{"Accept-Language": "zh-Hans"}))  # fmt: skip
+    assert "最近一次上报中有 1 个 Pod，1 个就绪" in chinese
+
+
+def test_it_shows_the_workloads_desired_replicas_beside_the_templates(
+    client: Client, job: Job, alice: User
+) -> None:
+    """Spec §Task status: Stopped means the workload's desired replicas are 0; the template
+    still asks for 2 (what resume re-creates)."""
+    job.tasks.update(workload_replicas=0, phase=TaskPhase.STOPPED, ready_replicas=0)
+    html = body(get(client, alice, f"/jobs/{job.pk}/"))
+    row = html[html.index('class="tasks-table"') :]
+    row = row[row.index(">worker<") :].split("</tr>")[0]
+    assert '<td class="num" data-label="Desired (template)">2</td>' in row
+    assert re.search(r'class="num workload-replicas"[^>]*>0</td>', row)
 
 
 def test_it_shows_operators_restarts_and_the_instance_history(
@@ -599,7 +640,7 @@ def test_it_pages_the_worker_rows_in_the_order_people_count(
     first = body(get(client, alice, url, **HTMX))
     pods = re.findall(r'<td class="pod">([^<]+)</td>', first)
     assert pods == [f"train-worker-{n}" for n in range(50)]
-    assert "Rows 1–50 of 120" in first and "120 pods, 120 ready" in first
+    assert "Rows 1–50 of 120" in first and "120 pods in the last report, 120 ready" in first
     assert f'hx-get="{url}?page=2"' in first, "next page, loaded in place"
     last = body(get(client, alice, f"{url}?page=3"))
     assert re.findall(r'<td class="pod">([^<]+)</td>', last)[-1] == "train-worker-119"

@@ -177,11 +177,11 @@ def test_it_lists_children_with_message_dependencies_and_what_they_wait_for(
     html = get(client, alice, f"/workflows/{pipeline.pk}/")
     evaluate = table_row(html, "pipe-evaluate")
     assert "evaluate says hello" in evaluate and 'data-status="Pending"' in evaluate
-    assert "<td>pipe-prepare, pipe-train</td>" in evaluate
-    assert re.search(r'class="waiting">.*pipe-train</span>', evaluate, re.S)
+    assert '<td data-label="Depends on">pipe-prepare, pipe-train</td>' in evaluate
+    assert re.search(r'class="waiting"[^>]*>.*pipe-train</span>', evaluate, re.S)
     assert "pipe-prepare</span>" not in evaluate  # prepare Succeeded: no longer waited for
     prepare = table_row(html, "pipe-prepare")
-    assert '<td class="waiting">—</td>' in prepare
+    assert '<td class="waiting" data-label="Waiting for">—</td>' in prepare
 
 
 def test_it_lists_children_in_the_order_of_the_picture(

@@ -17,12 +17,12 @@ from django.utils import timezone
 from console import status
 from console.models import Cluster, Node
 from console.polling import HtmxHttpRequest, fragment_version
-from jobs.access import get_job_for_user
+from jobs.access import get_job_for_user, is_operator, jobs_for
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.forms import DeleteForm
 from jobs.lifecycle import allowed_actions
 from jobs.messages import render_text
-from jobs.models import Job, Task
+from jobs.models import Job, Operation, Task
 from jobs.operations import note_failure_seen
 from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, TaskFacts, diagnose
 from jobs.views.jobs.common import (
@@ -32,6 +32,7 @@ from jobs.views.jobs.common import (
     cluster_state,
     minute_of,
 )
+from jobs.views.jobs.record import record_text
 from workers.models import PodInstance, Worker
 
 HISTORY_LIMIT = 20
@@ -43,7 +44,8 @@ NodeRow = tuple[str, str, bool]  # name, phase, unschedulable
 
 @dataclass(frozen=True)
 class TaskRow:
-    """A Task with its Worker counts and when the cluster last reported on it."""
+    """A Task with its Worker counts and when the cluster last reported on it. `worker_count`
+    counts the pods in the last report only; `unreported_count` the rows missing from it."""
 
     task: Task
     observed_at: datetime | None
@@ -56,24 +58,36 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The status part refreshes with htmx; 204 when what it shows has not changed."""
     job = get_job_for_user(request.user, pk)
     note_failure_seen(request.user, job)  # the dashboard lists a Failed job until a member looks
-    context = _job_context(request, job)
+    context = job_context(request, job)
     if request.htmx and request.GET.get("part") == "status":
         if request.GET.get("v") == context["version"]:
             return HttpResponse(status=204)
         return render(request, "jobs/detail.html#status", context)
     context["delete_form"] = DeleteForm(job_name=job.name)
+    context["record"] = record_text(request, job, context)
     return render(request, "jobs/detail.html", context)
 
 
-def _job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
+@login_required
+def job_record(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The troubleshooting record as text/plain: selectable, and what the copy button copies."""
+    job = get_job_for_user(request.user, pk)
+    response = HttpResponse(record_text(request, job, job_context(request, job)))
+    response["Content-Type"] = "text/plain; charset=utf-8"
+    return response
+
+
+def job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     now = timezone.now()
     cluster = cluster_state(job.cluster, now)
     tasks = _task_rows(job, now)
     operations = list(job.operations.select_related("user")[:HISTORY_LIMIT])
-    operator = request.user.is_staff
+    operator = is_operator(request.user)
     actions = _actions(request, job)
     diagnosis, capped = _diagnosis(job, cluster, tasks, operator)
     terminal = job.phase in JOB_TERMINAL
+    observed_at = status.job_freshness(job, now).observed_at
+    decision = _decision(job, operations, observed_at)
     version = fragment_version(
         _job_key(job), cluster, [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
@@ -81,7 +95,9 @@ def _job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     )  # fmt: skip
     return {
         "job": job, "now": now, "cluster": cluster, "tasks": tasks, "operations": operations,
-        "observed_at": status.job_freshness(job, now).observed_at,
+        "observed_at": observed_at, "decision": decision,
+        "awaiting_first_report": job.observed_at is None and job.phase == JobPhase.PENDING,
+        "cloned_from": _cloned_from(request, job),
         "last_operation": operations[0] if operations else None,
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
@@ -91,6 +107,39 @@ def _job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
         "is_running": job.phase == JobPhase.RUNNING,
         "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,
     }  # fmt: skip
+
+
+# The phase each operation sets itself (jobs.operations): Stopped on stop, Pending on resume.
+DECIDED_PHASES = {Action.STOP: JobPhase.STOPPED, Action.RESUME: JobPhase.PENDING}
+
+
+def _decision(
+    job: Job, operations: Sequence[Operation], observed_at: datetime | None
+) -> Operation | None:
+    """The stop or resume whose phase the Job shows while the cluster has not reported since
+    (spec §Job status): the page shows it as the console's decision, not as an observation."""
+    latest = next(
+        (op for op in operations
+         if op.action in DECIDED_PHASES and op.result != Operation.Result.REFUSED),
+        None,
+    )  # fmt: skip
+    if latest is None or DECIDED_PHASES[Action(latest.action)] != job.phase:
+        return None
+    return latest if status.decided_after_report(latest.requested_at, observed_at) else None
+
+
+@dataclass(frozen=True)
+class ClonedFrom:
+    pk: int
+    name: str  # "" when this user cannot see it (or it is being deleted)
+
+
+def _cloned_from(request: HtmxHttpRequest, job: Job) -> ClonedFrom | None:
+    """The source's name only for someone who may see it: a clone may cross projects."""
+    if job.cloned_from_id is None:
+        return None
+    name = jobs_for(request.user).filter(pk=job.cloned_from_id).values_list("name", flat=True)
+    return ClonedFrom(job.cloned_from_id, name.first() or "")
 
 
 def _actions(request: HtmxHttpRequest, job: Job) -> frozenset[Action]:
@@ -110,7 +159,7 @@ def _task_rows(job: Job, now: datetime) -> list[TaskRow]:
         TaskRow(
             task,
             status.task_freshness(task, job.cluster, now).observed_at,
-            task.workers_total,  # type: ignore[attr-defined]
+            task.workers_total - task.workers_missing,  # type: ignore[attr-defined]
             task.workers_missing,  # type: ignore[attr-defined]
         )
         for task in tasks
@@ -125,8 +174,8 @@ def _job_key(job: Job) -> tuple[object, ...]:
 def _task_key(row: TaskRow) -> tuple[object, ...]:
     task = row.task
     return (task.pk, task.phase, task.message, task.desired_replicas, task.ready_replicas,
-            task.observed_at, task.applied_at, task.apply_error, row.worker_count,
-            row.unreported_count)  # fmt: skip
+            task.workload_replicas, task.observed_at, task.applied_at, task.apply_error,
+            row.worker_count, row.unreported_count)  # fmt: skip
 
 
 # --- troubleshooting -------------------------------------------------------------------------

@@ -166,7 +166,7 @@ class _Page:
             created = create_job(self.request.user, spec, cloned_from=self.source)
         except SpecInvalid as error:
             return invalid(error.errors)
-        text = _("Job %(name)s created: it is Pending until the cluster reports it.")
+        text = _("Job %(name)s created.")
         messages.success(self.request, text % {"name": created.name})
         return redirect(created)
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from console import status
 from console.models import Cluster, Node
 from console.polling import HtmxHttpRequest, fragment_version
-from jobs.access import get_job_for_user
+from jobs.access import get_job_for_user, is_operator
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.models import Job, Task
 from jobs.views.jobs.common import POLL_SECONDS, minute_of
@@ -40,7 +40,11 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class Summary:
+    """Pods are counted from the last report only: a row missing from it is a pod that may be
+    gone, shown with its last known state, never counted as a pod or as ready."""
+
     total: int
+    present: int
     ready: int
     missing: int
     problems: int
@@ -65,7 +69,7 @@ def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpRespons
 
 def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str, Any]:
     now = timezone.now()
-    operator = request.user.is_staff
+    operator = is_operator(request.user)
     only = "problems" if request.GET.get("only") == "problems" else ""
     page = Paginator(_workers(task, only), WORKERS_PAGE).get_page(request.GET.get("page"))
     rows = _worker_rows(job, task, list(page.object_list))
@@ -110,7 +114,8 @@ def _workers(task: Task, only: str) -> QuerySet[Worker]:
 def _summary(task: Task) -> Summary:
     counts = task.workers.aggregate(
         n_total=Count("pk"),
-        n_ready=Count("pk", filter=Q(ready=True)),
+        n_present=Count("pk", filter=~_missing(task)),
+        n_ready=Count("pk", filter=Q(ready=True) & ~_missing(task)),
         n_missing=Count("pk", filter=_missing(task)),
         n_problems=Count("pk", filter=_problems(task)),
     )
