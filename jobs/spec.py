@@ -219,7 +219,9 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
     return _resolved(spec, project, namespace)
 
 
-def _load_yaml(text: str) -> Any:
+def load_spec_yaml(text: str) -> Any:
+    """The values of a spec written as YAML, not yet checked; SpecInvalid({"yaml": ...}) when
+    the text cannot be read."""
     try:
         return load_yaml(text, gettext("YAML"), SPEC_MAX_BYTES)
     except YamlRefused as refused:
@@ -239,7 +241,7 @@ def check_plain_data(data: Any, prefix: str = "", max_nodes: int = SPEC_MAX_NODE
 
 def job_spec_from_yaml(text: str, user: User) -> JobSpec:
     """Imports a JobSpec written as YAML (as `job_spec_to_yaml` writes it)."""
-    data = _load_yaml(text)
+    data = load_spec_yaml(text)
     if not isinstance(data, dict):
         message = gettext("The YAML must be a mapping with name, cluster and tasks.")
         raise SpecInvalid({"yaml": message})
