@@ -5,6 +5,7 @@ field, `add_cluster`), and judged within a small, fixed budget of time and memor
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import time
 import tracemalloc
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -25,6 +27,7 @@ from jobs.operations import create_job
 from jobs.spec import SpecInvalid, job_spec_from_yaml, parse_job_spec
 from tests.conftest import KUBECONFIG
 from tests.jobs.test_spec import job_data, put
+from tests.web.test_jobs_form import form, role, value_of
 
 DEEP = "[" * 900 + "]" * 900
 # Nine levels of nine aliases: 432 bytes that PyYAML expands to 9**9 strings before any check.
@@ -238,6 +241,22 @@ def test_a_body_over_the_spec_cap_is_413(alice: User, cluster: Cluster) -> None:
     response = api(alice, "post", "/jobs", body)
     assert response.status_code == 413
     assert response.json() == {"message": "The request body is larger than 64 KiB."}
+
+
+@pytest.mark.parametrize("switch", ["", "yaml"])
+def test_a_form_claiming_a_hundred_million_roles_builds_at_most_twenty(
+    client: Client, alice: User, cluster: Cluster, switch: str
+) -> None:
+    """Django builds up to max_num + 1,000 forms for a posted TOTAL_FORMS: 1,020 empty role
+    forms took 8 s to render. At most MAX_TASKS are built, as for a real spec of 20 roles."""
+    client.force_login(alice)
+    data = {**form(role()), "roles-TOTAL_FORMS": str(10**8), "switch": switch}
+    page = client.post("/jobs/new/", data).content.decode()
+    if switch:
+        assert len(yaml.safe_load(html_lib.unescape(value_of(page, "yaml")))["tasks"]) == 20
+    else:
+        assert page.count('<fieldset class="card role">') == 20
+        assert "Please submit at most 20 forms." in page
 
 
 # --- item 13: YAML errors in plain words, in the reader's language --------------------------
