@@ -18,7 +18,7 @@ from django.utils.translation import gettext
 from pydantic import ValidationError
 
 from jobs.forms import JOB_FIELDS, ROLE_PREFIX, JobForm, RoleForm, empty_role, spec_data
-from jobs.spec import JobSpec
+from jobs.spec import MAX_TASKS, JobSpec
 
 TASK_FIELDS = (
     "role",
@@ -141,6 +141,9 @@ def form_problem(data: Any) -> str | None:
     tasks = data.get("tasks")
     if tasks is not None and not isinstance(tasks, list):
         return _wrong_shape("tasks")
+    if tasks is not None and len(tasks) > MAX_TASKS:
+        message = gettext("The form shows at most %(max)d roles: stay on the YAML tab.")
+        return message % {"max": MAX_TASKS}
     for index, task in enumerate(tasks or ()):
         problem = _task_problem(task, f"tasks.{index}")
         if problem:

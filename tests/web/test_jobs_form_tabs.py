@@ -117,6 +117,7 @@ def test_it_keeps_what_the_form_cannot_parse_as_typed(logged_in: Client) -> None
         ("name: x\ncolor: red\n", "The form has no field for color"),
         ("name: x\ntasks:\n- role: w\n  env: [A]\n", "The form cannot show tasks.0.env"),
         ("- just\n- a list\n", "The YAML must be a mapping"),
+        ("tasks:\n" + "- {role: w}\n" * 21, "The form shows at most 20 roles"),
     ],
 )
 def test_it_stays_on_the_yaml_tab_when_the_form_cannot_hold_it(
