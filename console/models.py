@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import TypeAlias
 
 from django.conf import settings
 from django.db import models
@@ -67,9 +68,13 @@ class Cluster(models.Model):
 class Node(models.Model):
     """A data-plane node. Online/Offline is its phase; `unschedulable` is a separate flag."""
 
-    class Phase(models.TextChoices):
+    # Each vocabulary's class name is its schema's name in the OpenAPI document: a second
+    # "Phase" would overwrite the first there (Node phases listed as Addon phases).
+    class NodePhase(models.TextChoices):
         ONLINE = "Online", _("Online")
         OFFLINE = "Offline", _("Offline")
+
+    Phase: TypeAlias = NodePhase  # noqa: UP040 (a `type` alias has no members at run time)
 
     cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="nodes")
     name = models.CharField(_("name"), max_length=253)
@@ -96,12 +101,14 @@ class Node(models.Model):
 class Addon(models.Model):
     """A cluster add-on. Ready means the desired version is reached, nothing more."""
 
-    class Phase(models.TextChoices):
+    class AddonPhase(models.TextChoices):  # named for the OpenAPI document, as Node's
         PENDING = "Pending", _("Pending")
         INSTALLING = "Installing", _("Installing")
         READY = "Ready", _("Ready")
         FAILED = "Failed", _("Failed")
         UPGRADING = "Upgrading", _("Upgrading")
+
+    Phase: TypeAlias = AddonPhase  # noqa: UP040
 
     cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="addons")
     name = models.CharField(_("name"), max_length=253)

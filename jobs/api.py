@@ -61,9 +61,14 @@ from jobs.schemas import (
     WorkflowOut,
 )
 from jobs.spec import (
+    SPEC_MAX_BYTES,
+    SPEC_MAX_NODES,
+    WORKFLOW_MAX_BYTES,
+    WORKFLOW_MAX_NODES,
     JobSpec,
     SpecInvalid,
     WorkflowSpec,
+    check_plain_data,
     errors_from_validation,
     parse_job_spec,
     parse_workflow_spec,
@@ -242,13 +247,20 @@ def _user(request: HttpRequest) -> AbstractBaseUser:
     return request.auth  # type: ignore[attr-defined,no-any-return]
 
 
-def _json_body(request: HttpRequest) -> dict[str, Any]:
+def _json_body(
+    request: HttpRequest, max_bytes: int = SPEC_MAX_BYTES, max_nodes: int = SPEC_MAX_NODES
+) -> dict[str, Any]:
+    """The body as a JSON object whose every text is storable and whose size and nesting are
+    bounded (`check_plain_data`): what any later rule, merge or query may safely read."""
+    if len(request.body) > max_bytes:
+        raise HttpError(413, f"The request body is larger than {max_bytes // 1024} KiB.")
     try:
         data = json.loads(request.body or b"null")
     except (ValueError, RecursionError):
         raise SpecInvalid({"body": "The request body is not valid JSON."}) from None
     if not isinstance(data, dict):
         raise SpecInvalid({"body": "The request body must be a JSON object."})
+    check_plain_data(data, max_nodes=max_nodes)
     return data
 
 
@@ -415,7 +427,7 @@ def workflow_detail(request: HttpRequest, workflow_id: ObjectId) -> Workflow:
 )
 def submit_workflow(request: HttpRequest) -> Status[Workflow]:
     """A Workflow of child Jobs; a child starts once every Job in its `depends_on` Succeeded."""
-    user, data = _user(request), _json_body(request)
+    user, data = _user(request), _json_body(request, WORKFLOW_MAX_BYTES, WORKFLOW_MAX_NODES)
     _forbid_viewer(user, data.get("project"))
     workflow = create_workflow(user, parse_workflow_spec(data, user))
     return Status(201, workflow)

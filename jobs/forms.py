@@ -128,8 +128,15 @@ class RoleForm(forms.Form):
         return parse_lines(self.cleaned_data["env"], "KEY=value")
 
 
+# absolute_max: a posted TOTAL_FORMS of 10**8 would otherwise build (and render) 1,020 forms.
 RoleFormSet = forms.formset_factory(
-    RoleForm, extra=0, min_num=1, validate_min=True, max_num=MAX_TASKS, validate_max=True
+    RoleForm,
+    extra=0,
+    min_num=1,
+    validate_min=True,
+    max_num=MAX_TASKS,
+    validate_max=True,
+    absolute_max=MAX_TASKS,
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
@@ -165,11 +167,13 @@ class WorkflowEdge(models.Model):
 class Operation(models.Model):
     """Who asked for what, when, and with what result. Kept after the Job is deleted."""
 
-    class Result(models.TextChoices):
+    class OperationResult(models.TextChoices):  # its name names its OpenAPI schema
         ACCEPTED = "accepted", _("Accepted")
         REFUSED = "refused", _("Refused")
         APPLIED = "applied", _("Applied")
         FAILED = "failed", _("Failed")
+
+    Result: TypeAlias = OperationResult  # noqa: UP040 (Operation.Result.ACCEPTED at run time)
 
     job = models.ForeignKey(Job, models.SET_NULL, null=True, blank=True, related_name="operations")
     job_name = models.CharField(_("job"), max_length=40)

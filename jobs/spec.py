@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from console.models import Project
+from console.yaml_input import SPEC_MAX_NODES, YamlRefused, load_yaml
 from jobs.choices import TaskKind
 from jobs.models import Job
 from jobs.spec_checks import (
@@ -43,6 +44,7 @@ from jobs.validators import JOB_NAME_MAX as JOB_NAME_MAX  # re-exported for call
 from jobs.validators import (
     Count,
     Quantity,
+    plain_data_errors,
     validate_cpu,
     validate_env,
     validate_image,
@@ -61,7 +63,12 @@ MAX_TASKS = 20
 MAX_WORKFLOW_JOBS = 50
 MAX_REPLICAS = 1000
 MAX_GPUS = 64
-YAML_MAX_BYTES = 64 * 1024
+# The largest spec read, as YAML or as a JSON body: judged in milliseconds (ARCHITECTURE: bad
+# input costs nothing).
+SPEC_MAX_BYTES = 64 * 1024
+# A Workflow holds up to MAX_WORKFLOW_JOBS Job specs.
+WORKFLOW_MAX_BYTES = 4 * SPEC_MAX_BYTES
+WORKFLOW_MAX_NODES = 5 * SPEC_MAX_NODES
 
 
 class SpecInvalid(Exception):
@@ -201,6 +208,7 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
         raise SpecInvalid(
             {"spec": gettext("The job spec must be a mapping of fields (name, cluster, tasks).")}
         )
+    check_plain_data(data)
     errors: dict[str, str] = {}
     spec = _structure(JobSpec, data, errors)
     check_roles(data, errors, "")
@@ -211,29 +219,29 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
     return _resolved(spec, project, namespace)
 
 
-def _load_yaml(text: str) -> Any:
-    if len(text.encode()) > YAML_MAX_BYTES:
-        message = gettext("The YAML is larger than %(size)d KiB.")
-        raise SpecInvalid({"yaml": message % {"size": YAML_MAX_BYTES // 1024}})
+def load_spec_yaml(text: str) -> Any:
+    """The values of a spec written as YAML, not yet checked; SpecInvalid({"yaml": ...}) when
+    the text cannot be read."""
     try:
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context
-        if mark is None:
-            raise SpecInvalid({"yaml": f"{problem}."}) from None
-        message = gettext("Line %(line)d, column %(column)d: %(problem)s.")
-        where = {"line": mark.line + 1, "column": mark.column + 1, "problem": problem}
-        raise SpecInvalid({"yaml": message % where}) from None
-    except yaml.YAMLError as exc:
+        return load_yaml(text, gettext("YAML"), SPEC_MAX_BYTES)
+    except YamlRefused as refused:
+        raise SpecInvalid({"yaml": str(refused)}) from None
+
+
+def check_plain_data(data: Any, prefix: str = "", max_nodes: int = SPEC_MAX_NODES) -> None:
+    """SpecInvalid unless every text is storable and the nesting and size are bounded; the
+    first check of every spec and body, before any other rule reads it."""
+    errors = plain_data_errors(data, max_nodes)
+    whole = prefix.rstrip(".") or "spec"
+    if errors:
         raise SpecInvalid(
-            {"yaml": gettext("Not valid YAML: %(error)s.") % {"error": exc}}
-        ) from None
+            {whole if path == "spec" else prefix + path: text for path, text in errors.items()}
+        )
 
 
 def job_spec_from_yaml(text: str, user: User) -> JobSpec:
     """Imports a JobSpec written as YAML (as `job_spec_to_yaml` writes it)."""
-    data = _load_yaml(text)
+    data = load_spec_yaml(text)
     if not isinstance(data, dict):
         message = gettext("The YAML must be a mapping with name, cluster and tasks.")
         raise SpecInvalid({"yaml": message})
@@ -278,7 +286,7 @@ def _merge_tasks(base: list[Any], patch: list[Any]) -> list[Any]:
     positions = {t.get("role"): i for i, t in enumerate(merged) if isinstance(t, dict)}
     for item in patch:
         role = item.get("role") if isinstance(item, Mapping) else None
-        if role in positions:
+        if isinstance(role, str) and role in positions:
             merged[positions[role]] = _merge(merged[positions[role]], item)
         else:
             merged.append(item)
@@ -293,6 +301,7 @@ def merge_overrides(spec: JobSpec, overrides: Mapping[str, Any] | None) -> dict[
         return data
     if not isinstance(overrides, Mapping):
         raise SpecInvalid({"overrides": gettext("Overrides must be a mapping of spec fields.")})
+    check_plain_data(overrides, "overrides.")
     return dict(_merge(data, overrides))
 
 
@@ -301,6 +310,7 @@ def parse_workflow_spec(data: Any, user: User) -> WorkflowSpec:
     if not isinstance(data, Mapping):
         message = gettext("The workflow spec must be a mapping (name, project, jobs).")
         raise SpecInvalid({"spec": message})
+    check_plain_data(data, max_nodes=WORKFLOW_MAX_NODES)
     errors: dict[str, str] = {}
     spec = _structure(WorkflowSpec, data, errors)
     project = resolve_project(data.get("project"), user, errors, "project")

@@ -53,9 +53,10 @@ def check_roles(data: Mapping[str, Any], errors: dict[str, str], prefix: str) ->
 def _check_workload_name(
     name: Any, role: str, kind: Any, errors: dict[str, str], path: str
 ) -> None:
-    workload = f"{name}-{role}"
+    # Types first: formatting an arbitrary value (a list, a huge number) costs what it holds.
     if not isinstance(name, str) or kind not in (None, TaskKind.STATEFULSET):
         return
+    workload = f"{name}-{role}"
     if len(workload) > STATEFULSET_NAME_MAX:
         _add(
             errors,

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 from django.utils.translation import gettext
 from pydantic import BeforeValidator, StrictStr
 
+from console.yaml_input import MAX_DEPTH, SPEC_MAX_NODES
+
 JOB_NAME_MAX = 40
 ROLE_MAX = 12
 
@@ -41,6 +43,7 @@ _SUFFIX_FACTOR = {
     "Ei": Decimal(2) ** 60,
 }
 _QUANTITY_MAX = Decimal(2) ** 63
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _dns_label(value: str, what: str, max_length: int, pattern: re.Pattern[str]) -> str:
@@ -211,3 +214,59 @@ def validate_node_selector(value: dict[str, str]) -> dict[str, str]:
 
 Count = Annotated[int, BeforeValidator(_not_bool)]
 Quantity = Annotated[StrictStr, BeforeValidator(_number_as_text)]
+
+
+# --- what any value of a spec must be, whatever field it is in ------------------------------
+
+
+def _text_problem(text: str) -> str | None:
+    """PostgreSQL stores no NUL in text or jsonb, and a lone surrogate is not Unicode: either
+    would fail at the database (a 500), so both are the user's error, named by field."""
+    if "\x00" in text:
+        return gettext("Contains a NUL character (\\u0000), which cannot be stored.")
+    if _SURROGATE.search(text):
+        return gettext("Contains an unpaired surrogate (such as \\ud800): not valid Unicode text.")
+    return None
+
+
+def _path_part(key: Any) -> str:
+    """A mapping key as a path part, escaped when it could not be shown or stored itself."""
+    text = str(key)
+    return ascii(text)[1:-1] if _text_problem(text) else text
+
+
+def _children(value: Any) -> list[tuple[Any, Any]]:
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list):
+        return list(enumerate(value))
+    return []
+
+
+def plain_data_errors(data: Any, max_nodes: int = SPEC_MAX_NODES) -> dict[str, str]:
+    """Problems no field rule can see: NUL or a lone surrogate in any key or text, nesting deeper
+    than MAX_DEPTH, more than `max_nodes` values. Walked without recursion, and checked
+    before anything else reads the data (a name formatted, a project looked up, a merge)."""
+    errors: dict[str, str] = {}
+    stack: list[tuple[str, Any, int]] = [("", data, 0)]
+    seen = 0
+    while stack:
+        path, value, depth = stack.pop()
+        seen += 1
+        if seen > max_nodes:
+            message = gettext("The spec has more than %(max)d values; it is refused.")
+            return {"spec": message % {"max": max_nodes}}
+        if depth > MAX_DEPTH:
+            message = gettext("Nested more than %(max)d levels deep.")
+            errors.setdefault(path or "spec", message % {"max": MAX_DEPTH})
+            continue
+        for key, child in _children(value):
+            where = f"{path}.{_path_part(key)}" if path else _path_part(key)
+            problem = _text_problem(key) if isinstance(key, str) else None
+            if problem:
+                errors.setdefault(where, problem)
+            stack.append((where, child, depth + 1))
+        problem = _text_problem(value) if isinstance(value, str) else None
+        if problem:
+            errors.setdefault(path or "spec", problem)
+    return errors

@@ -67,7 +67,7 @@ def test_it_never_quotes_the_kubeconfig_in_a_yaml_error() -> None:
     broken = kubeconfig().replace("users:", f"users: [{SECRET}")
     with pytest.raises(KubeconfigRejected) as error:
         validate_kubeconfig(broken)
-    assert SECRET not in str(error.value) and "line" in str(error.value)
+    assert SECRET not in str(error.value) and "Line 10, column 7" in str(error.value)
 
 
 def test_it_checks_the_context_cluster_user_and_server() -> None:

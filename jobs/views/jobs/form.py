@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from console.models import Cluster
 from console.polling import HtmxHttpRequest
 from jobs.access import get_job_for_user, projects_for
+from jobs.form_tabs import form_post, form_problem, spec_yaml, typed_spec
 from jobs.forms import (
     ROLE_PREFIX,
     JobForm,
@@ -36,6 +37,7 @@ from jobs.spec import (
     SpecInvalid,
     job_spec_from_yaml,
     job_spec_to_yaml,
+    load_spec_yaml,
     parse_job_spec,
     spec_of,
 )
@@ -109,13 +111,17 @@ class _Page:
         return job, roles, YamlForm(initial={"yaml": job_spec_to_yaml(spec)})
 
     def render(self, job: JobForm, roles: Any, yaml: YamlForm, mode: str = "") -> HttpResponse:
+        mode = mode or ("yaml" if self.request.GET.get("mode") == "yaml" else "form")
+        has_errors = job.is_bound and (bool(job.errors) or any(r.errors for r in roles))
         context = {
             "source": self.source,
             "job_form": job,
             "roles": roles,
             "yaml_form": yaml,
-            "mode": mode or ("yaml" if self.request.GET.get("mode") == "yaml" else "form"),
-            "has_errors": job.is_bound and (bool(job.errors) or any(r.errors for r in roles)),
+            "mode": mode,
+            "has_errors": has_errors,
+            # Errors on show are shown again on the other tab (a switch carries them along).
+            "checked": has_errors if mode == "form" else yaml.is_bound and bool(yaml.errors),
             "several_projects": len(self.projects) > 1,
             "no_clusters": not self.clusters,
         }
@@ -125,6 +131,8 @@ class _Page:
         post = self.request.POST
         if "add_role" in post or "remove_role" in post:
             return self._edit_roles()
+        if post.get("switch") == "yaml":
+            return self._form_to_yaml()
         job = self.job_form(post)
         roles = RoleFormSet(post, prefix=ROLE_PREFIX)
         forms_valid = all([job.is_valid(), roles.is_valid()])
@@ -142,6 +150,8 @@ class _Page:
         return self._create(spec, invalid)
 
     def submit_yaml(self) -> HttpResponse:
+        if self.request.POST.get("switch") == "form":
+            return self._yaml_to_form()
         yaml = YamlForm(self.request.POST)
 
         def invalid(errors: Mapping[str, str]) -> HttpResponse:
@@ -180,6 +190,55 @@ class _Page:
             values.pop(min(int(post["remove_role"]), len(values) - 1))
         job = self.job_form(initial=typed_values(self.job_form(post)))
         roles = RoleFormSet(initial=values, prefix=ROLE_PREFIX)
+        return self.render(job, roles, self.prefilled()[2], "form")
+
+    def _form_to_yaml(self) -> HttpResponse:
+        """The YAML tab with what the form holds; its errors too if the form showed them."""
+        post = self.request.POST
+        job = self.job_form(post)
+        roles = RoleFormSet(post, prefix=ROLE_PREFIX)
+        job.is_valid()
+        roles.is_valid()  # cleaned values where they parse; typed_spec keeps the rest as text
+        data = typed_spec(job, roles.forms)
+        yaml = YamlForm({"yaml": spec_yaml(data)})
+        if post.get("checked") and yaml.is_valid():
+            try:
+                parse_job_spec(data, self.request.user)
+            except SpecInvalid as error:
+                for path, message in error.errors.items():
+                    yaml.add_error("yaml", f"{path}: {message}")
+        else:
+            yaml = YamlForm(initial={"yaml": yaml.data["yaml"]})
+        job, roles, _ = self.prefilled()
+        return self.render(job, roles, yaml, "yaml")
+
+    def _yaml_to_form(self) -> HttpResponse:
+        """The Form tab with what the YAML holds; its errors too if the YAML showed them. YAML
+        that cannot be read, or that the form cannot hold, stays on its tab with the reason."""
+        post = self.request.POST
+        yaml = YamlForm(post)
+        try:
+            data = load_spec_yaml(post.get("yaml", ""))
+            problem = form_problem(data)
+        except SpecInvalid as error:
+            problem = error.errors["yaml"]
+        if problem is not None:
+            yaml.is_valid()
+            yaml.add_error("yaml", problem)
+            job, roles, _ = self.prefilled()
+            return self.render(job, roles, yaml, "yaml")
+        values = form_post(data)
+        job, roles = self.job_form(values), RoleFormSet(values, prefix=ROLE_PREFIX)
+        if post.get("checked"):
+            job.is_valid()
+            roles.is_valid()
+            try:
+                parse_job_spec(data, self.request.user)
+            except SpecInvalid as error:
+                apply_spec_errors(error.errors, job, list(roles.forms))
+        else:
+            job = self.job_form(initial=typed_values(job))
+            roles = RoleFormSet(initial=[typed_values(r) for r in roles.forms], prefix=ROLE_PREFIX)
         return self.render(job, roles, self.prefilled()[2], "form")
 
 
