@@ -154,23 +154,11 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 
-# Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/.
+# Celery: Redis when REDIS_URL is set, otherwise the embedded broker (console/broker.py): kombu's
+# SQLAlchemy transport on a SQLite file under the var dir.
 REDIS_URL = env("REDIS_URL")
-if REDIS_URL:
-    CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
-else:
-    _queue = VAR_DIR / "queue"
-    for _folder in ("messages", "processed", "control"):
-        (_queue / _folder).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://localhost/"  # the host is unused; it silences a warning
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue / "messages"),
-        "data_folder_out": str(_queue / "messages"),
-        "processed_folder": str(_queue / "processed"),
-        "store_processed": False,
-        "control_folder": str(_queue / "control"),
-    }
+CELERY_BROKER_URL = REDIS_URL or f"sqlite:///{VAR_DIR / 'broker.sqlite3'}"
+CELERY_BROKER_TRANSPORT = None if REDIS_URL else "console.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 TRAINYARD_SYNC_INTERVAL = env_int("TRAINYARD_SYNC_INTERVAL", 10, minimum=1)
