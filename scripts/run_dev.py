@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from collections import defaultdict, deque
 from pathlib import Path
@@ -53,12 +54,21 @@ class Recorder(Printer):
             self.first_stopped = (stopped["name"], int(stopped["status"]))
 
 
+def how_it_ended(status: int) -> str:
+    """honcho reports a signal as a negative status; a shell reports it as 128 + the signal."""
+    number = -status if status < 0 else status - 128 if status > 128 else 0
+    if number not in {int(known) for known in signal.Signals}:
+        return f"exited with status {status}"
+    name = signal.Signals(number).name
+    return f"was killed by {name}" + (f" (exit status {status})" if status > 0 else "")
+
+
 def closing_note(name: str, status: int, last: list[str]) -> str:
     """What the developer reads last: which process ended the run, how, and its last words."""
-    how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+    process = name.rsplit(".", 1)[0]  # honcho numbers each process: worker.1
     lines = [
         "",
-        f"make run stopped: the process '{name.rsplit('.', 1)[0]}' {how} by itself,",
+        f"make run stopped: the process '{process}' {how_it_ended(status)} by itself,",
         "and the other processes were stopped with it. Its last lines of output:",
         *(f"    {line}" for line in last or ["(it printed nothing)"]),
         "docs/operations.md says what each process does.",

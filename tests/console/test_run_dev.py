@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 RUN_DEV = settings.BASE_DIR / "scripts" / "run_dev.py"
@@ -34,6 +35,23 @@ def test_it_says_which_process_stopped_everything_and_why(tmp_path: Path) -> Non
     note = result.stderr.strip().splitlines()
     assert note[0] == "make run stopped: the process 'broken' exited with status 3 by itself,"
     assert note[2:4] == ["    starting", "    boom: the queue file is empty"]
+
+
+@pytest.mark.parametrize(
+    ("command", "how"),
+    [
+        ("kill -9 $$", "was killed by SIGKILL"),
+        ("sh -c 'kill -9 $$'", "was killed by SIGKILL (exit"),
+    ],
+)
+def test_it_names_the_signal_that_killed_a_process(tmp_path: Path, command: str, how: str) -> None:
+    """honcho reports a signal as a negative status, a shell as 128 + the signal."""
+    path = procfile(tmp_path, "steady: sleep 60", f"killed: {command}")
+    result = subprocess.run(
+        [sys.executable, str(RUN_DEV), str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert f"make run stopped: the process 'killed' {how}" in result.stderr
+    assert result.returncode != 0
 
 
 def test_it_says_nothing_more_when_asked_to_stop(tmp_path: Path) -> None:
