@@ -16,7 +16,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 run: $(STAMP)
 	$(PYTHON) manage.py migrate --noinput -v 0
 	$(PYTHON) manage.py demo_user
-	$(BIN)/honcho -f Procfile.dev start
+	$(PYTHON) scripts/run_dev.py Procfile.dev
 
 test: $(STAMP) browsers
 	$(PYTHON) -m pytest -q

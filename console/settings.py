@@ -5,6 +5,7 @@ any CELERY_* variable as one of its own options.
 """
 
 import os
+import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -60,6 +61,25 @@ def database_from_url(url: str) -> dict[str, object]:
     }
 
 
+def secret_key_in(path: Path) -> str:
+    """The key kept in PATH, made on first start: sessions and signed values outlive a restart.
+
+    Written to a file of its own and linked into place, so that processes starting together all
+    read one complete key (a reader never sees a half-written file, and the first link wins).
+    """
+    if not path.exists():
+        draft = path.with_name(f"{path.name}.{os.getpid()}")
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
 VAR_DIR = Path(env("TRAINYARD_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -68,11 +88,13 @@ SECRET_KEY = env("TRAINYARD_SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ConfigError("TRAINYARD_SECRET_KEY is required when TRAINYARD_DEBUG is false")
-    SECRET_KEY = "dev-only-" + "insecure-" * 4
+    SECRET_KEY = secret_key_in(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = [
     h for h in env("TRAINYARD_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
 ]
 CSRF_TRUSTED_ORIGINS = [o for o in env("TRAINYARD_CSRF_TRUSTED_ORIGINS").split(",") if o]
+# The port of `make run`'s web server (Procfile.dev), which its start-up banner prints.
+TRAINYARD_PORT = env_int("TRAINYARD_PORT", 8000, minimum=1)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -154,23 +176,11 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 
-# Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/.
+# Celery: Redis when REDIS_URL is set, otherwise the embedded broker (console/broker.py): kombu's
+# SQLAlchemy transport on a SQLite file under the var dir.
 REDIS_URL = env("REDIS_URL")
-if REDIS_URL:
-    CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
-else:
-    _queue = VAR_DIR / "queue"
-    for _folder in ("messages", "processed", "control"):
-        (_queue / _folder).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://localhost/"  # the host is unused; it silences a warning
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue / "messages"),
-        "data_folder_out": str(_queue / "messages"),
-        "processed_folder": str(_queue / "processed"),
-        "store_processed": False,
-        "control_folder": str(_queue / "control"),
-    }
+CELERY_BROKER_URL = REDIS_URL or f"sqlite:///{VAR_DIR / 'broker.sqlite3'}"
+CELERY_BROKER_TRANSPORT = None if REDIS_URL else "console.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 TRAINYARD_SYNC_INTERVAL = env_int("TRAINYARD_SYNC_INTERVAL", 10, minimum=1)

@@ -13,7 +13,7 @@ from console.models import Cluster, Membership, Project
 
 # Tests call the plain functions behind the tasks; a `.delay()` lands in memory and stays there.
 celery_app.conf.broker_url = "memory://"
-celery_app.conf.broker_transport_options = {}
+celery_app.conf.broker_transport = None
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

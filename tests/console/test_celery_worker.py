@@ -1,5 +1,5 @@
 """The real topology: a Celery worker with its embedded beat, over the configured broker (the
-filesystem queue by default, Redis in CI), syncs a registered cluster without being asked."""
+embedded SQLite broker by default, Redis in CI), syncs a registered cluster without being asked."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def worker_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         DATABASE_URL=database_url(),
-        TRAINYARD_VAR_DIR=str(tmp_path),  # a fresh filesystem queue for this run
+        TRAINYARD_VAR_DIR=str(tmp_path),  # a fresh broker file for this run
         TRAINYARD_SYNC_INTERVAL="1",
     )
     return env

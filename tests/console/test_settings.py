@@ -74,3 +74,25 @@ def test_database_urls() -> None:
         "CONN_HEALTH_CHECKS": True,
     }
     assert database_from_url("sqlite:////tmp/x.sqlite3")["NAME"] == "/tmp/x.sqlite3"
+
+
+def test_it_keeps_a_generated_secret_key_in_the_var_dir_across_restarts(tmp_path) -> None:
+    """Sessions outlive a restart of `make run`; the key is the machine's own, not a public one."""
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.SECRET_KEY)"
+    )
+
+    def key() -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINYARD_")}
+        env["TRAINYARD_VAR_DIR"] = str(tmp_path)
+        result = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+        )
+        return result.stdout.strip()
+
+    first = key()
+    assert len(first) >= 50
+    assert key() == first == (tmp_path / "secret_key").read_text()
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+    assert list(tmp_path.glob("secret_key.*")) == []

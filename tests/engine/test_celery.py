@@ -1,5 +1,5 @@
 """The real path of an operation: its on-commit `reconcile_job.delay()` travels over the
-filesystem broker to a Celery worker (no beat here, so nothing else could apply the Job)."""
+embedded broker to a Celery worker (no beat here, so nothing else could apply the Job)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         "DATABASE_URL": database_url(),
-        "TRAINYARD_VAR_DIR": str(tmp_path),  # a fresh queue folder: no stale messages
+        "TRAINYARD_VAR_DIR": str(tmp_path),  # a fresh broker file: no stale messages
         "PYTHONPATH": str(settings.BASE_DIR),
     }
 
