@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint bench browsers clean
+.PHONY: run test check lint bench browsers screenshots clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@scripts/find-python >/dev/null
@@ -20,6 +20,9 @@ run: $(STAMP)
 
 test: $(STAMP) browsers
 	$(PYTHON) -m pytest -q
+
+screenshots: $(STAMP) browsers
+	TRAINYARD_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(PYTHON) -m pytest -q tests/browser
 
 check: $(STAMP)
 	$(BIN)/ruff check .

@@ -26,7 +26,10 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parents[2]
+# `make screenshots` refreshes the pictures kept in docs/screenshots/; a plain test run writes
+# them under var/ so that it never changes a tracked file.
+SCREENSHOTS = Path(os.environ.get("TRAINYARD_SCREENSHOTS_DIR") or ROOT / "var" / "screenshots")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The API tokens page in a real browser: reached from the user menu, a new token's secret shown
 once and accepted by the API, revoked with a POST; at 1400 px and 390 px, in English and 简体中文.
-Screenshots go to docs/screenshots/ to be looked at."""
+Screenshots go to the screenshots folder
+(`make screenshots` refreshes docs/screenshots/) to be looked at."""
 
 from __future__ import annotations
 

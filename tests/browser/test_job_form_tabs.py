@@ -1,7 +1,8 @@
 """The create page in a real browser: the Form and YAML tabs show one spec, so switching carries
 what was typed across, both ways, errors included; with JavaScript (htmx replaces the spec in
 place, focus on the tab shown, nothing blocked by the CSP) and without it (the tabs post the
-spec). Screenshots at 1400 px and 390 px, in English and 简体中文, go to docs/screenshots/."""
+spec). Screenshots at 1400 px and 390 px, in English and 简体中文, go to the screenshots folder
+(`make screenshots` refreshes docs/screenshots/)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 status): open Worker rows stay open and current while the page refreshes, a stopped Job reads
 Stopped down to its Worker rows, and wide tables scroll inside their own box while long
 messages wrap in their cell. Screenshots of the running, stopped, crash-looping and phone
-pages, in English and Chinese, go to docs/screenshots/."""
+pages, in English and Chinese, go to the screenshots folder
+(`make screenshots` refreshes docs/screenshots/)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """A newcomer's first job on the embedded default, in a real browser: log in, create a job with the
 form, watch it go Pending -> Running on its page (spec §Job status), open a task's Worker rows
 (pod name, node, IP, phase, last reported at: spec §Pod and Worker status), stop it, resume it,
-clone it and delete it. Each page is saved under docs/screenshots/ to be looked at."""
+clone it and delete it. Each page is saved in the screenshots folder
+(`make screenshots` refreshes docs/screenshots/) to be looked at."""
 
 from __future__ import annotations
 

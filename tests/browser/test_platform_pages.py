@@ -1,7 +1,8 @@
 """The platform pages in a real browser, on real data from an in-process simcluster: the dashboard
 (counts, cluster sync age, jobs needing attention), a Workflow's DAG (spec §Workflow status), and
 Clusters, Nodes and Add-ons (spec §Node and Addon status); live refresh; 简体中文 and back.
-Each page is saved under docs/screenshots/ to be looked at."""
+Each page is saved in the screenshots folder
+(`make screenshots` refreshes docs/screenshots/) to be looked at."""
 
 from __future__ import annotations
 
