@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 from console.kube.problems import STARTING
 from console.models import Node
 from jobs.choices import JobPhase, PodPhase, TaskPhase
+from jobs.messages import render_text
 from jobs.models import Job, Task
 from jobs.troubleshoot import (
     ClusterFacts,
@@ -223,7 +224,7 @@ def _pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]
         phase=row.phase,
         ready=row.ready,
         reason=row.reason,
-        message=row.message,
+        message=render_text(row.message),
         in_last_report=observed is None or row.last_reported_at >= observed,
         restart_count=row.restart_count if operator else None,
         last_exit_code=exit_code,
@@ -239,7 +240,7 @@ def _task_facts(job: Job, task: Any, pods: Sequence[PodFacts], now: datetime) ->
         desired_replicas=task.desired_replicas,
         ready_replicas=task.ready_replicas,
         observed=task.observed_at is not None,
-        message=task.message,
+        message=render_text(task.message),
         apply_error=task.apply_error,
         node_selector=task.node_selector or {},
         pods=tuple(pods),

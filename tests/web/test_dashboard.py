@@ -18,6 +18,7 @@ from django.utils import translation
 from console.models import Cluster, Membership, Node, Project
 from console.views.dashboard import age_words
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase
+from jobs.messages import encode, kubernetes
 from jobs.models import Job, Operation, Task
 from jobs.troubleshoot import Problem
 from workers.models import PodInstance, Worker
@@ -220,6 +221,19 @@ def test_it_quotes_what_kubernetes_said_beside_the_panels_words(
     row = attention_row(page(client, alice), "pull")
     assert "Image cannot be pulled: pull-worker-0" in row
     assert "ImagePullBackOff · Back-off pulling image &quot;rlinf:typo&quot;" in row
+
+
+def test_it_words_the_messages_the_sync_stores_as_codes(
+    client: Client, alice: User, reachable: Cluster, project: Project
+) -> None:
+    """The sync stores its messages as a code plus parameters (jobs.messages): the attention
+    list shows them worded, never in their stored form."""
+    job = make_job(project, reachable, "pull", phase=JobPhase.PENDING)
+    stored = encode(kubernetes('Back-off pulling image "rlinf:typo"'))
+    make_worker(job, "pull-worker-0", **PENDING_POD, reason="ImagePullBackOff", message=stored)
+    row = attention_row(page(client, alice), "pull")
+    assert "ImagePullBackOff · Back-off pulling image &quot;rlinf:typo&quot;" in row
+    assert "&quot;c&quot;" not in row and '"c"' not in row
 
 
 def test_it_words_a_problem_in_chinese_exactly_as_the_panel_does(
