@@ -118,7 +118,8 @@ def known_problems(
     found = {}
     for job in jobs:
         facts = [
-            _task_facts(job, task, pods.get(task.pk, ()), now) for task in tasks.get(job.pk, [])
+            task_facts(job, task, pods.get(task.pk, ()), task.pods, now)
+            for task in tasks.get(job.pk, [])
         ]
         found[job.pk] = _problems(job, nodes.get(job.cluster_id, []), facts)
     return found
@@ -183,14 +184,14 @@ def _pods(job_ids: list[int], now: datetime, operator: bool) -> dict[int, list[P
         .order_by("task_id", "pod_name")
         .values_list(*POD_FIELDS, named=True)
     )
-    exits = _exits(rows) if operator else {}
+    exits = instance_details(rows) if operator else {}
     found: dict[int, list[PodFacts]] = {}
     for row in rows:
-        found.setdefault(row.task_id, []).append(_pod_facts(row, operator, exits))
+        found.setdefault(row.task_id, []).append(pod_facts(row, operator, exits))
     return found
 
 
-def _exits(rows: Sequence[Any]) -> dict[str, tuple[int | None, str]]:
+def instance_details(rows: Sequence[Any]) -> dict[str, tuple[int | None, str]]:
     """For operators: the last exit code and termination reason of each current pod instance."""
     uids = [row.pod_uid for row in rows if row.pod_uid]
     instances = PodInstance.objects.filter(uid__in=uids).order_by()
@@ -214,8 +215,9 @@ def _nodes(cluster_ids: set[int]) -> dict[int, list[NodeFacts]]:
     return found
 
 
-def _pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]]) -> PodFacts:
-    """As the job page builds them: restart counts and exit details for operators only."""
+def pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]]) -> PodFacts:
+    """A Worker row (values with `task__observed_at`) as the panel judges it, for the job page
+    and the dashboard alike: restart counts and exit details for operators only."""
     exit_code, termination = exits.get(row.pod_uid, (None, ""))
     observed: datetime | None = row.task__observed_at
     return PodFacts(
@@ -232,7 +234,10 @@ def _pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]
     )
 
 
-def _task_facts(job: Job, task: Any, pods: Sequence[PodFacts], now: datetime) -> TaskFacts:
+def task_facts(
+    job: Job, task: Any, pods: Sequence[PodFacts], pod_count: int, now: datetime
+) -> TaskFacts:
+    """A Task (row or values) as the panel judges it, for the job page and the dashboard alike."""
     since = task.applied_at or job.created_at
     return TaskFacts(
         role=task.role,
@@ -244,6 +249,6 @@ def _task_facts(job: Job, task: Any, pods: Sequence[PodFacts], now: datetime) ->
         apply_error=task.apply_error,
         node_selector=task.node_selector or {},
         pods=tuple(pods),
-        pod_count=task.pods,
+        pod_count=pod_count,
         waited_seconds=(now - since).total_seconds(),
     )

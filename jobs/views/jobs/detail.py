@@ -18,13 +18,14 @@ from console import status
 from console.models import Cluster, Node
 from console.polling import HtmxHttpRequest, fragment_version
 from jobs.access import get_job_for_user, is_operator, jobs_for
+from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.forms import DeleteForm
 from jobs.lifecycle import allowed_actions
 from jobs.messages import render_text
 from jobs.models import Job, Operation, Task
 from jobs.operations import note_failure_seen
-from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, TaskFacts, diagnose
+from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
 from jobs.views.jobs.common import (
     POLL_SECONDS,
     ClusterState,
@@ -33,7 +34,7 @@ from jobs.views.jobs.common import (
     minute_of,
 )
 from jobs.views.jobs.record import record_text
-from workers.models import PodInstance, Worker
+from workers.models import Worker
 
 HISTORY_LIMIT = 20
 # Worker rows the troubleshooting panel looks at: those that are not simply fine, at most this
@@ -194,16 +195,19 @@ def _diagnosis(
     )
     offline = [name for name, phase, _ in nodes if phase == Node.Phase.OFFLINE]
     suspects = _suspect_workers(job, offline)
-    details = _instance_details(suspects) if operator else {}
+    details = instance_details(suspects) if operator else {}
     pods: dict[int, list[PodFacts]] = {}
     for worker in suspects:
-        pods.setdefault(worker.task_id, []).append(_pod_facts(worker, operator, details))
+        pods.setdefault(worker.task_id, []).append(pod_facts(worker, operator, details))
     now = timezone.now()
     diagnosis = diagnose(
         stopped=job.stopped,
         cluster=_cluster_facts(job.cluster, cluster),
         nodes=[NodeFacts(name, phase == Node.Phase.ONLINE, not off) for name, phase, off in nodes],
-        tasks=[_task_facts(job, row, pods.get(row.task.pk, []), now) for row in tasks],
+        tasks=[
+            task_facts(job, row.task, pods.get(row.task.pk, []), row.worker_count, now)
+            for row in tasks
+        ],
         patience=settings.TRAINYARD_STALE_AFTER,
     )
     return diagnosis, len(suspects) >= SUSPECT_LIMIT
@@ -228,48 +232,3 @@ def _suspect_workers(job: Job, offline: Iterable[str]) -> list[Any]:
     )  # fmt: skip
     workers = Worker.objects.filter(task__job=job).filter(suspect).order_by("task_id", "pod_name")
     return list(workers.values_list(*SUSPECT_FIELDS, named=True)[:SUSPECT_LIMIT])
-
-
-def _instance_details(workers: Sequence[Any]) -> dict[str, tuple[int | None, str]]:
-    """For operators: the last exit code and termination reason of each current pod instance."""
-    uids = [worker.pod_uid for worker in workers if worker.pod_uid]
-    rows = PodInstance.objects.filter(uid__in=uids).order_by()
-    return {
-        uid: (code, reason)
-        for uid, code, reason in rows.values_list("uid", "last_exit_code", "termination_reason")
-    }
-
-
-def _pod_facts(worker: Any, operator: bool, details: dict[str, tuple[int | None, str]]) -> PodFacts:
-    exit_code, termination = details.get(worker.pod_uid, (None, ""))
-    observed: datetime | None = worker.task__observed_at
-    return PodFacts(
-        pod_name=worker.pod_name,
-        node_name=worker.node_name,
-        phase=worker.phase,
-        ready=worker.ready,
-        reason=worker.reason,
-        message=render_text(worker.message),
-        in_last_report=observed is None or worker.last_reported_at >= observed,
-        restart_count=worker.restart_count if operator else None,
-        last_exit_code=exit_code,
-        termination_reason=termination,
-    )
-
-
-def _task_facts(job: Job, row: TaskRow, pods: Sequence[PodFacts], now: datetime) -> TaskFacts:
-    task = row.task
-    since = task.applied_at or job.created_at
-    return TaskFacts(
-        role=task.role,
-        phase=task.phase,
-        desired_replicas=task.desired_replicas,
-        ready_replicas=task.ready_replicas,
-        observed=task.observed_at is not None,
-        message=render_text(task.message),
-        apply_error=task.apply_error,
-        node_selector=task.node_selector or {},
-        pods=tuple(pods),
-        pod_count=row.worker_count,
-        waited_seconds=(now - since).total_seconds(),
-    )
