@@ -65,10 +65,10 @@ def test_it_refuses_chained_aliases_within_50_ms_and_20_mb(alice: User, cluster:
     text = LAUGHS + "name: *a8\ncluster: gpu-a\ntasks: [{role: w, image: x}]\n"
     assert len(text.encode()) < 500
     tracemalloc.start()
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: a busy machine stretches wall time, not this
     try:
         errors = yaml_errors(text, alice)
-        elapsed = time.perf_counter() - started
+        elapsed = time.thread_time() - started
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -97,9 +97,9 @@ def test_it_refuses_a_spec_of_too_many_values_fast(alice: User, cluster: Cluster
     """Under the size cap, 30,000 values would take PyYAML a third of a second to build."""
     text = "name: x\ncluster: gpu-a\ntasks: [{role: w, image: x, args: [" + "1," * 30_000 + "]}]"
     assert len(text.encode()) < 64 * 1024
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: a busy machine stretches wall time, not this
     errors = yaml_errors(text, alice)
-    assert time.perf_counter() - started < 0.05
+    assert time.thread_time() - started < 0.05
     assert "more than 2000 values" in errors["yaml"]
 
 
