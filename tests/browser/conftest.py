@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from playwright.sync_api import Page, expect
 
 from console.models import Cluster
 from console.sync import sync_cluster
@@ -48,6 +49,23 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
     return {**browser_context_args, "viewport": {"width": 1280, "height": 800}, "locale": "en-US",
             "timezone_id": "UTC"}  # fmt: skip
+
+
+PASSWORD = "a-long-password"
+
+
+def log_in(page: Page, base: str, username: str = "alice", landing: str = "/") -> None:
+    """Through the login form, as a person would; waits until the landing page is shown."""
+    suffix = f"?next={landing}" if landing != "/" else ""
+    page.goto(f"{base}/accounts/login/{suffix}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit].primary")
+    expect(page).to_have_url(f"{base}{landing}")
+
+
+def shoot(page: Page, folder: Path, name: str) -> None:
+    page.screenshot(path=str(folder / name), full_page=True)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from console.models import ApiToken, Membership, Project
+from tests.browser.conftest import log_in
 
 pytestmark = pytest.mark.browser
 
@@ -22,14 +23,6 @@ def alice(transactional_db: None) -> User:
     Membership.objects.create(user=user, project=Project.objects.create(name="vision"))
     ApiToken.issue(user, name="ci-runner")
     return user
-
-
-def log_in(page: Page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "a-long-password")
-    page.click("button[type=submit].primary")
-    expect(page).to_have_url(f"{base}/")
 
 
 def test_it_creates_shows_once_and_revokes_a_token(

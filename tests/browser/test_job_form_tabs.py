@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect
 
 from console.models import Cluster, Membership, Project
 from jobs.models import Job
+from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,14 +35,6 @@ def no_script_page(browser: Browser, browser_context_args: dict[str, Any]) -> It
     context = browser.new_context(**browser_context_args, java_script_enabled=False)
     yield context.new_page()
     context.close()
-
-
-def log_in(page: Page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "a-long-password")
-    page.click("button[type=submit].primary")
-    expect(page).to_have_url(f"{base}/")
 
 
 def fill_the_form(page: Page, replicas: str = "3") -> None:

@@ -19,7 +19,8 @@ from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 from console.models import Cluster, Membership, Project
 from jobs.operations import create_job, create_workflow
 from jobs.spec import JobSpec, TaskSpec, WorkflowJobSpec, WorkflowSpec
-from tests.browser.conftest import Syncer
+from tests.browser import conftest
+from tests.browser.conftest import Syncer, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -38,11 +39,7 @@ def olga(transactional_db: None) -> User:
 
 
 def log_in(page: Page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/?next=/jobs/")
-    page.fill("#id_username", "olga")
-    page.fill("#id_password", "a-long-password")
-    page.click("button[type=submit].primary")
-    expect(page).to_have_url(f"{base}/jobs/")
+    conftest.log_in(page, base, "olga", landing="/jobs/")
 
 
 def watch_htmx_errors(page: Page) -> list[str]:
@@ -58,10 +55,6 @@ def count_target_errors(page: Page) -> None:
     page.evaluate("""() => { window.targetErrors = 0;
         document.body.addEventListener('htmx:targetError', () => { window.targetErrors += 1; });
     }""")
-
-
-def shoot(page: Page, folder: Path, name: str) -> None:
-    page.screenshot(path=str(folder / name), full_page=True)
 
 
 def task_row(page: Page, role: str) -> Locator:

@@ -20,6 +20,7 @@ from jobs.lifecycle import TaskState, job_message
 from jobs.models import Job, Task
 from jobs.operations import create_job
 from jobs.spec import parse_job_spec
+from tests.browser.conftest import log_in
 from tests.conftest import KUBECONFIG
 from tests.engine import k8s_json as k8s
 from workers.models import Worker
@@ -55,14 +56,6 @@ def image_pull_job(alice: User) -> Job:
     Worker.objects.create(task=task, pod_name=pod.name, phase=PodPhase.PENDING, reason=reason,
                           message=message, node_name="node-1", last_reported_at=now)  # fmt: skip
     return job
-
-
-def log_in(page: Page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "a-long-password")
-    page.click("button[type=submit].primary")
-    expect(page).to_have_url(f"{base}/")
 
 
 @pytest.mark.django_db(transaction=True)

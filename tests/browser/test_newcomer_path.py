@@ -19,7 +19,8 @@ from console.models import Cluster, Membership, Project
 from jobs.models import Job
 from jobs.operations import create_job
 from jobs.spec import JobSpec, TaskSpec
-from tests.browser.conftest import Syncer
+from tests.browser import conftest
+from tests.browser.conftest import Syncer, shoot
 
 pytestmark = pytest.mark.browser
 
@@ -32,10 +33,6 @@ def badge(page: Page, phase: str) -> Locator:
     return page.locator(f'#job-status h1 .badge[data-status="{phase}"]')
 
 
-def shoot(page: Page, folder: Path, name: str) -> None:
-    page.screenshot(path=str(folder / name), full_page=True)
-
-
 @pytest.fixture
 def newcomer(transactional_db: None) -> User:
     user = User.objects.create_user("alice", password="a-long-password")
@@ -45,11 +42,7 @@ def newcomer(transactional_db: None) -> User:
 
 
 def log_in(page: Page, base: str) -> None:
-    page.goto(f"{base}/accounts/login/?next=/jobs/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "a-long-password")
-    page.click("button[type=submit].primary")
-    expect(page).to_have_url(f"{base}/jobs/")
+    conftest.log_in(page, base, landing="/jobs/")
 
 
 def create_through_the_form(page: Page, base: str, folder: Path) -> None:

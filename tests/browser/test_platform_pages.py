@@ -20,15 +20,11 @@ from jobs.models import Job, Workflow
 from jobs.operations import create_job, create_workflow
 from jobs.spec import JobSpec, ResourcesSpec, TaskSpec, WorkflowJobSpec, WorkflowSpec
 from simcluster.server import SimCluster
-from tests.browser.conftest import Syncer
+from tests.browser.conftest import Syncer, shoot
 
 pytestmark = pytest.mark.browser
 
 LIVE = 20_000
-
-
-def shoot(page: Page, folder: Path, name: str) -> None:
-    page.screenshot(path=str(folder / name), full_page=True)
 
 
 @pytest.fixture
