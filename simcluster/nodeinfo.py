@@ -11,7 +11,8 @@ class SimNode:
     index: int
     internal_ip: str
     online: bool = True
-    last_heartbeat: float = 0.0
+    last_heartbeat: float = 0.0  # the kubelet's last Lease renewal
+    last_reported: float = 0.0  # the kubelet's last post of the Node's status
     marked_unknown: bool = False
     images: set[str] = field(default_factory=set)
     used_ips: set[str] = field(default_factory=set)

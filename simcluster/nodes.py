@@ -20,6 +20,10 @@ from simcluster.store import Key, Version
 
 Obj = dict[str, Any]
 HEARTBEAT_SECONDS = 10.0
+# The kubelet renews its Lease every HEARTBEAT_SECONDS (what the node controller's grace period
+# watches) but posts the Node's status, `lastHeartbeatTime` included, only when it changes or
+# every nodeStatusReportFrequency (5 minutes): a quiet Node object changes every 5 minutes.
+REPORT_SECONDS = 300.0
 GRACE_SECONDS = 40.0
 # The taint manager looks at a tainted node's pods at most this often (simulated seconds).
 EVICTION_CHECK_SECONDS = 1.0
@@ -150,7 +154,7 @@ class NodeController:
     def add_nodes(self, count: int, shape: NodeShape) -> None:
         for index in range(count):
             sim = self.registry.add(f"sim-node-{index}")
-            sim.last_heartbeat = self.ctx.now()
+            sim.last_heartbeat = sim.last_reported = self.ctx.now()
             self.ctx.store.create("nodes", node_object(self.ctx, sim, shape), self.ctx.stamp())
 
     def run(self, now: float, budget: Budget = UNLIMITED) -> bool:
@@ -181,12 +185,14 @@ class NodeController:
     # Kubelet side ----------------------------------------------------------------------------
 
     def _heartbeat(self, sim: SimNode, now: float) -> None:
-        """The kubelet posts status: heartbeats move; a node coming back turns healthy again."""
+        """The kubelet renews its Lease, and posts status when due: heartbeats move; a node
+        coming back turns healthy again."""
+        recovered = sim.marked_unknown
+        sim.last_heartbeat = now
         node = self.ctx.store.get("nodes", ("", sim.name))
-        if node is None:
+        if node is None or (not recovered and now - sim.last_reported < REPORT_SECONDS):
             return
         stamp = rfc3339(now)
-        recovered = sim.marked_unknown
         conditions = node["status"].get("conditions") or []
         for spec in HEALTHY:
             current = condition(conditions, spec[0])
@@ -203,7 +209,7 @@ class NodeController:
         node["status"]["conditions"] = conditions
         if recovered:
             _drop_taints(node, {UNREACHABLE})
-        sim.last_heartbeat, sim.marked_unknown = now, False
+        sim.last_reported, sim.marked_unknown = now, False
         self.ctx.store.update("nodes", node)
         if recovered:
             self._node_event(
