@@ -56,6 +56,11 @@ class Cluster(models.Model):
     last_attempt_at = models.DateTimeField(_("last sync attempt at"), null=True, blank=True)
     # A lease taken by a conditional UPDATE, so overlapping beats never sync a cluster twice.
     sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # Per stream (console.engine.streams), the resourceVersion whose events the stored
+    # ObservedObjects include: the next cycle watches from there. Written with the cycle's
+    # result, after its rows were committed; {} makes the next cycle relist.
+    watch_cursors = models.JSONField(default=dict, blank=True, editable=False)
+    relisted_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
@@ -130,6 +135,36 @@ class Addon(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}/{self.name}"
+
+
+class ObservedObject(models.Model):
+    """One object of a cluster as the API server last reported it: the engine's memory between
+    cycles, so that a cycle reads only what changed since the last one (console.engine).
+
+    `data` is the object's JSON without managedFields. `job_id` and `node_name` index it for the
+    derivations: the Job label of the console's objects, the node a pod runs on."""
+
+    cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="observed_objects")
+    stream = models.CharField(max_length=16)
+    uid = models.CharField(max_length=64)
+    resource_version = models.CharField(max_length=64)
+    job_id = models.BigIntegerField(null=True, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
+    data = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "stream", "uid"], name="one_observation_per_uid"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["cluster", "job_id"], name="observed_by_job"),
+            models.Index(fields=["cluster", "node_name"], name="observed_by_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.stream}/{self.uid}"
 
 
 class ApiToken(models.Model):

@@ -188,6 +188,10 @@ TRAINYARD_SYNC_INTERVAL = env_int("TRAINYARD_SYNC_INTERVAL", 10, minimum=1)
 TRAINYARD_STALE_AFTER = env_int("TRAINYARD_STALE_AFTER", 3 * TRAINYARD_SYNC_INTERVAL, minimum=1)
 TRAINYARD_KUBE_CONNECT_TIMEOUT = env_int("TRAINYARD_KUBE_CONNECT_TIMEOUT", 5, minimum=1)
 TRAINYARD_KUBE_READ_TIMEOUT = env_int("TRAINYARD_KUBE_READ_TIMEOUT", 30, minimum=1)
+# A cycle watches every stream for this long (seconds, the API's timeoutSeconds); the periodic
+# relist compares everything with the cluster again (console.engine.observe).
+TRAINYARD_WATCH_SECONDS = env_int("TRAINYARD_WATCH_SECONDS", 1, minimum=1)
+TRAINYARD_RELIST_SECONDS = env_int("TRAINYARD_RELIST_SECONDS", 600, minimum=1)
 
 LOGGING = {
     "version": 1,

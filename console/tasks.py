@@ -20,7 +20,7 @@ def sync_all_clusters() -> None:
 
 @shared_task
 def sync_cluster(cluster_id: int) -> None:
-    from console.sync import sync_cluster as run
+    from console.engine.cycle import sync_cluster as run
 
     result = run(cluster_id)
     logger.info("sync of cluster %s (%s): %s", result.name, cluster_id, result.summary())
@@ -28,6 +28,6 @@ def sync_cluster(cluster_id: int) -> None:
 
 @shared_task
 def reconcile_job(job_id: int) -> None:
-    from console.reconcile import reconcile_job as run
+    from console.engine.one_job import reconcile_job as run
 
     run(job_id)

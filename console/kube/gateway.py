@@ -10,6 +10,7 @@ never a header, a URL with credentials or the kubeconfig.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -19,22 +20,6 @@ import orjson
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
-
-from console.kube import ADDON_LABEL, MANAGED_SELECTOR
-from console.kube.observations import (
-    AddonObs,
-    BatchJobObs,
-    NodeObs,
-    PodObs,
-    ServiceObs,
-    StatefulSetObs,
-    parse_addon,
-    parse_batch_job,
-    parse_node,
-    parse_pod,
-    parse_service,
-    parse_statefulset,
-)
 
 PAGE_SIZE = 500
 LIST_ATTEMPTS = 3
@@ -170,29 +155,14 @@ def _status_failure(status: int, reason: str, body: bytes) -> ClusterUnreachable
     return ClusterUnreachable(text, "status", detail, status=status, reason=safe_text(reason))
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything one sync cycle reads from a cluster, parsed."""
-
-    statefulsets: list[StatefulSetObs]
-    batch_jobs: list[BatchJobObs]
-    services: list[ServiceObs]
-    pods: list[PodObs]
-    nodes: list[NodeObs]
-    addons: list[AddonObs]
-    addon_pods: list[PodObs]
-
-
 class Gateway:
-    """Talks to one cluster. Counts its requests, writes and bytes received (the cycle's figures,
-    tests and the bench read them)."""
+    """Talks to one cluster, from several threads at once. Counts its requests, writes and bytes
+    received (the cycle's figures, tests and the bench read them)."""
 
-    def __init__(
-        self, client: ApiClient, timeouts: tuple[int, int], pod_cache: PodCache | None = None
-    ) -> None:
+    def __init__(self, client: ApiClient, timeouts: tuple[int, int]) -> None:
         self.client = client
         self.timeouts = timeouts
-        self.pod_cache = pod_cache if pod_cache is not None else PodCache()
+        self._counting = threading.Lock()  # a cycle's watches run in threads
         self.requests = 0
         self.writes = 0
         self.bytes_received = 0
@@ -208,13 +178,14 @@ class Gateway:
             method, path, query_params=query, header_params=headers, body=body,
             auth_settings=["BearerToken"],
         )  # fmt: skip
-        self.requests += 1
-        if method != "GET":
-            self.writes += 1
+        with self._counting:
+            self.requests += 1
+            self.writes += method != "GET"
         try:
             response = self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
             data = response.read()
-            self.bytes_received += len(data or b"")
+            with self._counting:
+                self.bytes_received += len(data or b"")
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise _transport_failure(error) from None
         except ApiException as error:  # the client's wrapping of TLS failures
@@ -309,22 +280,6 @@ class Gateway:
             raise ApplyError(status, _status_message(status, reason, data))
         return self._json(status, data)
 
-    def snapshot(self) -> Snapshot:
-        """The LISTs of one sync cycle: the console's objects, every node and the add-ons."""
-        addon_selector = ADDON_LABEL
-        return Snapshot(
-            statefulsets=parsed(self.list(STATEFULSETS, MANAGED_SELECTOR), parse_statefulset),
-            batch_jobs=parsed(self.list(BATCH_JOBS, MANAGED_SELECTOR), parse_batch_job),
-            services=parsed(self.list(SERVICES, MANAGED_SELECTOR), parse_service),
-            pods=self.pod_cache.parse(self.list(PODS, MANAGED_SELECTOR)),
-            nodes=parsed(self.list(NODES), parse_node),
-            addons=[
-                *parsed(self.list(DAEMONSETS, addon_selector), _addon_parser("DaemonSet")),
-                *parsed(self.list(DEPLOYMENTS, addon_selector), _addon_parser("Deployment")),
-            ],
-            addon_pods=parsed(self.list(PODS, addon_selector), parse_pod),
-        )
-
     # --- writes ----------------------------------------------------------------------------
 
     def _write(
@@ -359,33 +314,6 @@ class Gateway:
         self._write("DELETE", resource.path(namespace, name), options)
 
 
-class PodCache:
-    """Parsed pods by (UID, resourceVersion) from the previous LIST of the same cluster.
-
-    An object with the same resourceVersion is the same object (the API server bumps it on every
-    change), so its observation is reused instead of parsed again: a quiet sync then parses only
-    what changed. The cache holds exactly the pods of the last LIST.
-    """
-
-    def __init__(self) -> None:
-        self._pods: dict[tuple[str, str], PodObs] = {}
-
-    def parse(self, items: Iterable[Any]) -> list[PodObs]:
-        previous, current = self._pods, {}
-        try:
-            for item in items:
-                meta = item["metadata"]
-                key = (meta.get("uid", ""), meta.get("resourceVersion", ""))
-                pod = previous.get(key) if key[1] else None
-                current[key] = pod if pod is not None else parse_pod(item)
-        except (AttributeError, TypeError, ValueError, IndexError, KeyError):
-            raise ClusterUnreachable(
-                "the API server answered pods of an unexpected shape", "unexpected_shape"
-            ) from None
-        self._pods = current
-        return list(current.values())
-
-
 def _watch_batch(resource: Resource, data: bytes, since: str) -> WatchBatch:
     events, cursor = [], since
     for line in data.splitlines():
@@ -408,10 +336,6 @@ def _watch_batch(resource: Resource, data: bytes, since: str) -> WatchBatch:
             events.append(WatchEvent(kind, obj))
         cursor = str(version)
     return WatchBatch(events, cursor)
-
-
-def _addon_parser(kind: str) -> Callable[[Any], AddonObs]:
-    return lambda item: parse_addon(item, kind)
 
 
 def parsed[T](items: Iterable[Any], parser: Callable[[Any], T]) -> list[T]:

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 from playwright.sync_api import Page, expect
 
+from console.engine.cycle import sync_cluster
 from console.models import Cluster
-from console.sync import sync_cluster
 from simcluster.server import SimCluster
 
 # Playwright's sync API runs an event loop in the test's thread; the ORM calls made there (the
@@ -75,7 +75,8 @@ def screenshots() -> Path:
 
 
 class Syncer:
-    """Runs `console.sync.sync_cluster` every `interval` seconds in a thread, as the beat would.
+    """Runs `console.engine.cycle.sync_cluster` every `interval` seconds in a thread, as the beat
+    would.
     `paused()` holds it between two cycles, so a test can see a state before the sync moves on."""
 
     def __init__(self, cluster_id: int, interval: float = 0.5) -> None:

@@ -13,8 +13,8 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
+from console.engine.cycle import sync_cluster
 from console.models import Addon, Cluster, Membership, Node, Project
-from console.sync import sync_cluster
 from jobs.choices import TaskKind
 from jobs.models import Job, Workflow
 from jobs.operations import create_job, create_workflow

@@ -71,9 +71,11 @@ def test_it_syncs_every_cluster_once_and_prints_a_line_each(
 ) -> None:
     run("add_cluster", "gpu-a", "--kubeconfig", str(sim.write_kubeconfig(tmp_path / "config")))
     output = run("sync_clusters")
-    assert output.startswith("gpu-a: 0 jobs, 0 workloads, 0 pods, 2 nodes; 8 API requests (0 ")
-    assert re.search(r"\d+\.\d\d MB received, \d+ rows written; [\d.]+s wall, [\d.]+s CPU", output)
+    assert output.startswith("gpu-a: relist: 7 changes applied, 0 jobs touched; 8 API requests (0 ")
+    figures = r"\d+\.\d+ MB received, \d+ rows written; [\d.]+s wall, [\d.]+s CPU"
+    assert re.search(figures, output)
     assert Cluster.objects.get().reachable
+    assert run("sync_clusters").startswith("gpu-a: watch: ")  # from the cursors on
 
 
 def test_it_exits_with_1_when_a_cluster_is_unreachable(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from console.engine.plan import JobObjects, Verb, plan
+from console.engine.rows import JobRow, TaskRow
 from console.kube.derive import addon_view, gpus_by_node, task_view
 from console.kube.observations import (
     ServiceObs,
@@ -16,7 +18,6 @@ from console.kube.observations import (
     parse_statefulset,
 )
 from console.models import Addon
-from console.reconcile import JobObjects, JobRow, TaskRow, Verb, plan
 from jobs.choices import JobPhase, TaskKind, TaskPhase
 from jobs.messages import render_text
 from tests.engine import k8s_json as k8s

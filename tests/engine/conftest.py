@@ -13,10 +13,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
+from console.engine.cycle import SyncResult, sync_cluster
+from console.engine.one_job import gateway_for
 from console.kube.gateway import Gateway
 from console.models import Cluster
-from console.reconcile import gateway_for
-from console.sync import SyncResult, sync_cluster
 from jobs import operations
 from jobs.models import Job
 from jobs.spec import parse_job_spec

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
+from console.engine.cycle import sync_cluster
 from console.kube.gateway import BATCH_JOBS, PODS, SERVICES, STATEFULSETS
 from console.models import Cluster
-from console.sync import sync_cluster
 from jobs import operations
 from jobs.messages import render_text
 from jobs.models import Job, Operation, Task

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
+from console.engine.cycle import sync_cluster
 from console.kube.gateway import DEPLOYMENTS
 from console.models import Addon, Cluster, Node
-from console.sync import sync_cluster
 from simcluster.server import SimCluster
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
 
@@ -72,7 +72,7 @@ def test_it_shows_a_bad_upgrade_upgrading_then_failed(cluster: Cluster) -> None:
     sync_until(cluster, lambda: addon_phase("kuberay-operator") == "Ready")
     bad = {
         "spec": {
-            "progressDeadlineSeconds": 60,
+            "progressDeadlineSeconds": 600,  # 6 s at SPEED: longer than one watch window
             "template": {
                 "spec": {
                     "containers": [

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
+from console.engine.cycle import sync_cluster
+from console.engine.one_job import reconcile_job
 from console.kube.gateway import STATEFULSETS
 from console.models import Cluster
-from console.reconcile import reconcile_job
-from console.sync import sync_cluster
 from jobs.messages import render_text
 from jobs.models import Operation, Task, Workflow, WorkflowEdge
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
 
+from console.engine.cycle import sync_cluster
 from console.models import Cluster, Node
-from console.sync import sync_cluster
 from jobs.models import Job, Task
 from simcluster.server import SimCluster
 from tests.engine.conftest import phase_of, submit, sync_until, task

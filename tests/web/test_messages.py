@@ -14,12 +14,12 @@ from django.test import Client
 from django.utils import translation
 from django.utils.functional import Promise
 
+from console.engine.apply import unreachable_reason
 from console.kube.derive import addon_view, task_view
 from console.kube.gateway import _status_failure, _transport_failure
 from console.kube.observations import parse_addon, parse_node, parse_pod, parse_statefulset
 from console.kube.problems import node_message, pod_reason
 from console.models import Addon, ApiToken, Cluster, Node, Project
-from console.reconcile import unreachable_reason
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.lifecycle import TaskState, job_message
 from jobs.messages import CODES, Kube, Message, decode, encode, render_html, render_text

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from console.engine.cycle import sync_cluster
 from console.models import Cluster
-from console.sync import sync_cluster
 
 
 class Command(BaseCommand):

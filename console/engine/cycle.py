@@ -1,19 +1,25 @@
-"""One sync cycle of one cluster: LIST, derive, reconcile, write what changed.
+"""One sync cycle of one cluster: read what changed, apply it, reconcile, write what changed.
+
+    lease -> read (watch from the cursors, or relist) -> touched Jobs/Nodes/add-ons -> load their
+    stored objects and rows -> reconcile them -> derive -> one transaction (objects + rows) ->
+    release the lease with the new cursors
 
 - A per-cluster lease (`Cluster.sync_lease_until`, taken by a conditional UPDATE) makes
   overlapping beats skip rather than sync a cluster twice at once. Its value is the holder's
   token: renewal and release are conditional on it, so a cycle that outlived its lease writes
-  nothing.
-- The cluster is read first and in full (every LIST must succeed): a cluster that cannot be
-  read, answers errors or garbage is marked unreachable with the error, and nothing else
-  changes — never a transition invented from missing data (ARCHITECTURE §Principles).
-- Everything of the cluster is loaded in a fixed number of queries, compared in memory, and only
-  changed rows are written (bulk). A cycle in which nothing changed writes the Cluster row only.
+  nothing, and its cursors do not advance.
+- Every stream must be read (console.engine.observe): a cluster that cannot be read, answers
+  errors or garbage, is marked unreachable with the error, its cursors are dropped (the next
+  cycle relists), and nothing else changes — never a transition invented from missing data
+  (ARCHITECTURE §Principles).
+- The work follows the changes: only the Jobs whose objects changed, that need attention
+  (rows.needing_attention) or, on a relist, whose objects drifted from their plan, are loaded,
+  reconciled and derived; a quiet cycle reads no Job at all.
 - Observation times are written with the change they describe: an unchanged row was confirmed by
   every later sync, which `console.status` derives from `Cluster.last_synced_at`.
 - Reconcile runs before the derivation, and the objects the API server answered to its creates
-  and scales replace what the LIST said of them: the cycle that applies a stop already shows
-  the Tasks Stopped (spec §Task status: desired replicas 0), not one cycle later.
+  and scales replace what was stored of them: the cycle that applies a stop already shows the
+  Tasks Stopped (spec §Task status: desired replicas 0), not one cycle later.
 """
 
 from __future__ import annotations
@@ -28,15 +34,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from console import reconcile
-from console.kube import kubeconfig
-from console.kube.gateway import ClusterUnreachable, Snapshot
-from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
-from console.models import Cluster
-from console.sync_derive import (
+from console.engine import observed
+from console.engine.apply import apply_job, record, unreachable_reason
+from console.engine.derive import (
     Index,
     derive_addons,
     derive_blocked,
@@ -45,7 +49,23 @@ from console.sync_derive import (
     derive_nodes,
     derive_workflows,
 )
-from console.sync_rows import Changes, State, load_state, write
+from console.engine.observe import Change, Reading, relist_all, watch_all
+from console.engine.observed import Snapshot, Touched
+from console.engine.one_job import gateway_for
+from console.engine.plan import JobObjects, group_by_job, plan
+from console.engine.rows import (
+    State,
+    addons_need_attention,
+    job_rows,
+    load_state,
+    needing_attention,
+)
+from console.engine.streams import STREAMS
+from console.engine.write import Changes, write
+from console.kube import kubeconfig
+from console.kube.gateway import ClusterUnreachable, Gateway, WatchExpired
+from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
+from console.models import Cluster
 from jobs.messages import encode
 
 logger = logging.getLogger(__name__)
@@ -58,13 +78,12 @@ class SyncResult:
     name: str = ""
     skipped: bool = False
     reachable: bool = False
+    relisted: bool = False
     message: str = ""
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    changes: int = 0
     jobs: int = 0
-    workloads: int = 0
-    pods: int = 0
-    nodes: int = 0
     api_requests: int = 0
     api_writes: int = 0
     bytes_received: int = 0
@@ -77,11 +96,12 @@ class SyncResult:
             return "skipped: another sync of this cluster is running"
         if not self.reachable:
             return f"UNREACHABLE after {self.seconds:.2f}s: {self.message}"
+        read = "relist" if self.relisted else "watch"
         return (
-            f"{self.jobs} jobs, {self.workloads} workloads, {self.pods} pods, {self.nodes} nodes; "
+            f"{read}: {self.changes} changes applied, {self.jobs} jobs touched; "
             f"{self.api_requests} API requests ({self.api_writes} writes), "
-            f"{self.bytes_received / 1e6:.2f} MB received, {self.rows_written} rows written; "
-            f"{self.seconds:.2f}s wall, {self.cpu_seconds:.2f}s CPU"
+            f"{self.bytes_received / 1e6:.3f} MB received, {self.rows_written} rows written; "
+            f"{self.seconds:.2f}s wall, {self.cpu_seconds:.3f}s CPU"
         )
 
 
@@ -91,7 +111,8 @@ class SyncResult:
 def lease_seconds() -> int:
     """A few intervals, and always more than one slow request can take."""
     connect, read = kubeconfig.timeouts()
-    return 3 * settings.TRAINYARD_SYNC_INTERVAL + 2 * (connect + read)
+    watching = settings.TRAINYARD_WATCH_SECONDS
+    return 3 * settings.TRAINYARD_SYNC_INTERVAL + 2 * (connect + read + watching)
 
 
 def take_lease(cluster_id: int, now: datetime) -> datetime | None:
@@ -130,22 +151,20 @@ class Reconciled:
 
 
 def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datetime) -> Reconciled:
-    """Plans every Job against the snapshot, applies, records; returns the rows written and
-    the workloads as the API server answered the writes."""
+    """Plans the touched Jobs against what the cluster holds, applies, records; returns the rows
+    written and the workloads as the API server answered the writes."""
     items: list[WorkloadObs] = [*snapshot.statefulsets, *snapshot.batch_jobs]
-    objects = reconcile.group_by_job(items, snapshot.services)
+    objects = group_by_job(items, snapshot.services)
     result = Reconciled()
     for job in state.jobs:
         blocked = state.blocked.get(job.pk, []) if job.delete_requested_at is None else []
-        writes = reconcile.plan(job, objects.get(job.pk, reconcile.JobObjects()), blocked)
+        writes = plan(job, objects.get(job.pk, JobObjects()), blocked)
         operations = state.operations.get(job.pk, [])
         needs_record = writes or operations or job.delete_requested_at is not None
         if not needs_record and not any(task.apply_error for task in job.tasks):
             continue
-        outcome = reconcile.apply_job(gateway, writes)
-        result.rows_written += reconcile.record(
-            job, outcome, operations, blocked, now, state.cluster.name
-        )
+        outcome = apply_job(gateway, writes)
+        result.rows_written += record(job, outcome, operations, blocked, now, state.cluster.name)
         result.answered += outcome.answered
         if outcome.unreachable:
             break
@@ -172,14 +191,14 @@ def with_answers(snapshot: Snapshot, answered: Sequence[WorkloadObs]) -> Snapsho
 
 
 def sync_cluster(cluster_id: int) -> SyncResult:
-    """One full reconcile-and-poll cycle (what the beat and `manage.py sync_clusters` run)."""
+    """One cycle (what the beat and `manage.py sync_clusters` run)."""
     started, now = (time.monotonic(), time.process_time()), timezone.now()
     lease = take_lease(cluster_id, now)
     if lease is None:
         return SyncResult(cluster_id, skipped=True)
     finished = False
     collecting = gc.isenabled()
-    gc.disable()  # the cycle allocates ~10^6 acyclic objects: no cycle-collector passes over them
+    gc.disable()  # a relist allocates ~10^6 acyclic objects: no cycle-collector passes over them
     try:
         result = _cycle(cluster_id, lease, now, started)
         finished = True
@@ -196,8 +215,10 @@ def _unreachable(
     error: ClusterUnreachable | kubeconfig.KubeconfigRejected, started: Started,
 ) -> SyncResult:  # fmt: skip
     message = str(error)
-    stored = encode(reconcile.unreachable_reason(error))
-    finish(cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now)
+    stored = encode(unreachable_reason(error))
+    finish(
+        cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now, watch_cursors={}
+    )
     logger.warning("cluster %s unreachable: %s", cluster.name, message)
     return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 
@@ -206,6 +227,44 @@ def _costs(result: SyncResult, started: Started) -> SyncResult:
     wall, cpu = started
     seconds, cpu_seconds = time.monotonic() - wall, time.process_time() - cpu
     return dataclasses.replace(result, seconds=seconds, cpu_seconds=cpu_seconds)
+
+
+def _relist_due(cluster: Cluster, now: datetime) -> bool:
+    cursors = cluster.watch_cursors or {}
+    if cluster.relisted_at is None or any(stream.name not in cursors for stream in STREAMS):
+        return True
+    return (now - cluster.relisted_at).total_seconds() >= settings.TRAINYARD_RELIST_SECONDS
+
+
+def read(gateway: Gateway, cluster: Cluster, now: datetime) -> Reading:
+    """The changes since the cursors, by watch; by relist when none, when due, or on 410."""
+    if not _relist_due(cluster, now):
+        try:
+            return watch_all(gateway, cluster.watch_cursors, settings.TRAINYARD_WATCH_SECONDS)
+        except WatchExpired as expired:
+            logger.info("cluster %s: %s; relisting", cluster.name, expired)
+    return relist_all(gateway, observed.stored(cluster.pk))
+
+
+def drifted(cluster_id: int, changes: Sequence[Change]) -> set[int]:
+    """On a relist, the Jobs whose workloads or services differ from their plan (deleted or
+    rescaled behind the console's back while nothing said so): the periodic drift check."""
+    jobs = job_rows(Q(cluster_id=cluster_id))
+    workloads = ("statefulsets", "jobs", "services")
+    snapshot = observed.load(cluster_id, Touched(everything=True), changes, only=workloads)
+    items: list[WorkloadObs] = [*snapshot.statefulsets, *snapshot.batch_jobs]
+    objects = group_by_job(items, snapshot.services)
+    return {job.pk for job in jobs if plan(job, objects.get(job.pk, JobObjects()))}
+
+
+def touched(cluster: Cluster, reading: Reading) -> Touched:
+    attention = needing_attention(cluster.pk)
+    result = observed.touched(cluster.pk, reading.changes, attention)
+    result.addons = result.addons or addons_need_attention(cluster.pk)
+    result.everything = cluster.relisted_at is None  # the first cycle: every row is compared
+    if reading.relisted and not result.everything:
+        result.jobs |= drifted(cluster.pk, reading.changes)
+    return result
 
 
 def _derive(state: State, snapshot: Snapshot, now: datetime) -> Changes:
@@ -222,11 +281,13 @@ def _derive(state: State, snapshot: Snapshot, now: datetime) -> Changes:
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
-        gateway = reconcile.gateway_for(cluster)
-        snapshot = gateway.snapshot()
+        gateway = gateway_for(cluster)
+        reading = read(gateway, cluster, now)
+        scope = touched(cluster, reading)
+        snapshot = observed.load(cluster.pk, scope, reading.changes)
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         return _unreachable(cluster, lease, now, error, started)
-    state = load_state(cluster)
+    state = load_state(cluster, scope)
     held = renew_lease(cluster_id, lease) if _renewal_due(lease) else lease
     if held is None:
         return SyncResult(cluster_id, cluster.name, skipped=True)
@@ -236,16 +297,21 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     held = renew_lease(cluster_id, held) if _renewal_due(held) else held
     if held is None:  # the derivation outlived the lease: another cycle owns the rows now
         return SyncResult(cluster_id, cluster.name, skipped=True)
-    rows = reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
-    finish(cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now)
+    with transaction.atomic():
+        rows = observed.save(cluster.pk, reading.changes)
+        rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
+    relisted_at = now if reading.relisted else cluster.relisted_at
+    finish(
+        cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now,
+        watch_cursors=reading.cursors, relisted_at=relisted_at,
+    )  # fmt: skip
     result = SyncResult(
         cluster_id,
         cluster.name,
         reachable=True,
+        relisted=reading.relisted,
+        changes=len(reading.changes),
         jobs=len(state.jobs),
-        workloads=len(snapshot.statefulsets) + len(snapshot.batch_jobs),
-        pods=len(snapshot.pods),
-        nodes=len(snapshot.nodes),
         api_requests=gateway.requests,
         api_writes=gateway.writes,
         bytes_received=gateway.bytes_received,

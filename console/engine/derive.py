@@ -13,23 +13,25 @@ from typing import Any
 
 from django.conf import settings
 
-from console import reconcile
-from console.kube.derive import TaskView, addon_view, gpus_by_node, task_view
-from console.kube.gateway import Snapshot
-from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
-from console.kube.problems import node_message, pod_reason
-from console.models import Addon, Node
-from console.reconcile import JobRow, TaskRow
-from console.sync_rows import (
+from console.engine.observed import Snapshot
+from console.engine.rows import (
     ADDON_FACTS,
-    BATCH,
     INSTANCE_FACTS,
     NODE_FACTS,
     WORKER_FACTS,
-    Changes,
-    JobChange,
+    AddonRow,
+    JobRow,
+    NodeRow,
     State,
+    TaskRow,
+    WorkerRow,
+    load_blocked,
 )
+from console.engine.write import BATCH, Changes, JobChange
+from console.kube.derive import TaskView, addon_view, gpus_by_node, task_view
+from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
+from console.kube.problems import node_message, pod_reason
+from console.models import Addon, Node
 from jobs.choices import (
     JOB_TERMINAL,
     TASK_TERMINAL,
@@ -116,12 +118,12 @@ def _derive_workers(
     older than its Task was missing (console.status.worker_missing). A Worker that vanishes now
     was last reported by the previous successful sync."""
     stored = state.workers.get(task.pk, {})
-    present = {name: row for name, row in stored.items() if row[11]}
+    present = {name: row for name, row in stored.items() if row.present}
     facts = {pod.name: _worker_facts(pod, index, _last_phase(stored, pod)) for pod in pods}
     vanished = [row for name, row in present.items() if name not in facts]
     changed = task_changed or bool(vanished)
     changed = changed or any(
-        name not in present or present[name][3:11] != f for name, f in facts.items()
+        name not in present or present[name].facts() != f for name, f in facts.items()
     )
     if not changed:
         return False
@@ -129,7 +131,7 @@ def _derive_workers(
         worker = Worker(task_id=task.pk, pod_name=name, last_reported_at=now)
         worker.__dict__.update(zip(WORKER_FACTS, values, strict=True))
         if name in stored:
-            worker.pk = stored[name][0]
+            worker.pk = stored[name].pk
             changes.workers.append(worker)
         else:
             changes.new_workers.append(worker)
@@ -137,14 +139,14 @@ def _derive_workers(
     for row in vanished:
         if last_sync is not None:  # a present row was written by a sync up to that one
             changes.vanished_workers.append(
-                Worker(pk=row[0], task_id=task.pk, last_reported_at=last_sync)
+                Worker(pk=row.pk, task_id=task.pk, last_reported_at=last_sync)
             )
     return True
 
 
-def _last_phase(stored: dict[str, tuple[Any, ...]], pod: PodObs) -> str | None:
+def _last_phase(stored: dict[str, WorkerRow], pod: PodObs) -> str | None:
     row = stored.get(pod.name)
-    return row[6] if row is not None else None
+    return row.phase if row is not None else None
 
 
 def _task_changed(task: TaskRow, view: TaskView) -> bool:
@@ -194,9 +196,7 @@ def _job_fields(job: JobRow, seen: dict[str, Any], now: datetime) -> dict[str, A
 def derive_blocked(state: State) -> None:
     """The Workflow children that wait for upstream Jobs (from the stored phases): reconcile
     leaves them alone and their message says what they wait for."""
-    state.blocked = reconcile.load_blocked(
-        [job for job in state.jobs if job.delete_requested_at is None]
-    )
+    state.blocked = load_blocked([job for job in state.jobs if job.delete_requested_at is None])
 
 
 def derive_jobs(state: State, index: Index, changes: Changes, now: datetime) -> None:
@@ -237,11 +237,11 @@ def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now
             continue
         listed.add(pod.uid)
         row = state.instances.get(pod.uid)
-        facts = _instance_facts(pod, row[6] if row else None)
+        facts = _instance_facts(pod, row.phase if row else None)
         if row is None:
             new[pod.uid] = (*facts, pod.created_at)
-        elif row[2:10] != facts:
-            instance = PodInstance(pk=row[0], last_seen_at=now)
+        elif row.facts() != facts:
+            instance = PodInstance(pk=row.pk, last_seen_at=now)
             instance.__dict__.update(zip(INSTANCE_FACTS, facts, strict=True))
             changes.instances.append(instance)
             changes.touched_jobs.add(tasks[pod.owner.task_id])
@@ -252,7 +252,7 @@ def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now
     for uid, row in state.instances.items():
         if uid not in listed:  # listed until the last successful sync, written up to it
             seen = PodInstance(
-                pk=row[0], task_id=row[2], gone_at=now, last_seen_at=last_sync or now
+                pk=row.pk, task_id=row.task_id, gone_at=now, last_seen_at=last_sync or now
             )
             changes.gone_instances.append(seen)
 
@@ -274,11 +274,11 @@ def _add_instances(new: dict[str, tuple[Any, ...]], changes: Changes, now: datet
             changes.new_instances.append(instance)
 
 
-def _heartbeat(row: tuple[Any, ...] | None, node: NodeObs) -> datetime | None:
+def _heartbeat(row: NodeRow | None, node: NodeObs) -> datetime | None:
     """A newer heartbeat alone is recorded once the stored one is TRAINYARD_STALE_AFTER old:
     kubelets post every few seconds to minutes, and a heartbeat is not a change of status
     (docs/decisions.md). Any other change of the node records the latest one."""
-    stored, latest = (row[9] if row else None), node.heartbeat_at
+    stored, latest = (row.last_heartbeat_at if row else None), node.heartbeat_at
     if stored is None or latest is None:
         return latest
     due = (latest - stored).total_seconds() >= settings.TRAINYARD_STALE_AFTER
@@ -295,24 +295,24 @@ def derive_nodes(state: State, snapshot: Snapshot, changes: Changes, now: dateti
             phase, node.unschedulable, encode(node_message(node)), node.cpu, node.memory, node.gpus,
             gpus.get(node.name, 0), _heartbeat(row, node),
         )  # fmt: skip
-        if row is not None and row[2:] == facts:
+        if row is not None and row.facts() == facts:
             continue
         facts = (*facts[:-1], node.heartbeat_at)
         values = Node(cluster=state.cluster, name=node.name, observed_at=now)
         values.__dict__.update(zip(NODE_FACTS, facts, strict=True))
         _stage(values, row, changes.new_nodes, changes.nodes)
     listed = {node.name for node in snapshot.nodes}
-    changes.gone_nodes = [row[0] for name, row in state.nodes.items() if name not in listed]
+    changes.gone_nodes = [row.pk for name, row in state.nodes.items() if name not in listed]
 
 
 def _stage[M: (Node, Addon)](
-    instance: M, row: tuple[Any, ...] | None, new: list[M], changed: list[M]
+    instance: M, row: NodeRow | AddonRow | None, new: list[M], changed: list[M]
 ) -> None:
     """A row the cluster reported for the first time is inserted; a known one is updated."""
     if row is None:
         new.append(instance)
     else:
-        instance.pk = row[0]
+        instance.pk = row.pk
         changed.append(instance)
 
 
@@ -326,11 +326,11 @@ def derive_addons(state: State, snapshot: Snapshot, changes: Changes, now: datet
         pods[pod.addon].append(pod)
     for name in sorted(set(workloads) | set(state.addons)):
         row, workload = state.addons.get(name), workloads.get(name)
-        view = addon_view(workload, pods.get(name, []), row[2] if row else "")
-        namespace = workload.namespace if workload else row[3] if row else "kube-system"
-        kind = workload.kind if workload else row[4] if row else ""
+        view = addon_view(workload, pods.get(name, []), row.desired_version if row else "")
+        namespace = workload.namespace if workload else row.namespace if row else "kube-system"
+        kind = workload.kind if workload else row.workload_kind if row else ""
         facts = (namespace, kind, view.current_version, view.phase, view.message)
-        if row is not None and row[3:] == facts:
+        if row is not None and row.facts() == facts:
             continue
         addon = Addon(cluster=state.cluster, name=name, observed_at=now)
         addon.__dict__.update(zip(ADDON_FACTS, facts, strict=True))

@@ -1,119 +1,20 @@
-"""The rows a sync cycle reads and writes: everything of a cluster loaded as plain tuples, the
-changes derived from the snapshot, and their writing in one transaction.
-
-Everything of the cluster is loaded in a fixed number of queries, compared in memory (see
-`console.sync_derive`), and only changed rows are written (bulk).
-"""
+"""The changes a cycle derived, and their writing in one transaction: only changed rows, in
+bulk, and a Job's rows only while no operation changed the Job since it was loaded."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
+from django.db import transaction
 
-from console import reconcile
-from console.models import Addon, Cluster, Node
-from console.reconcile import JobRow
+from console.engine.rows import ADDON_FACTS, INSTANCE_FACTS, NODE_FACTS, WORKER_FACTS, State
+from console.models import Addon, Node
 from jobs.models import Job, Task, Workflow
 from workers.models import PodInstance, Worker
 
-WORKER_FIELDS = (
-    "pk", "task_id", "pod_name", "pod_uid", "node_name", "ip", "phase", "ready", "reason",
-    "message", "restart_count", "present",
-)  # fmt: skip
-WORKER_FACTS = [
-    "pod_uid",
-    "node_name",
-    "ip",
-    "phase",
-    "ready",
-    "reason",
-    "message",
-    "restart_count",
-]
-INSTANCE_FIELDS = (
-    "pk", "uid", "task_id", "pod_name", "node_name", "ip", "phase", "restart_count",
-    "last_exit_code", "termination_reason",
-)  # fmt: skip
-INSTANCE_FACTS = [
-    "task_id", "pod_name", "node_name", "ip", "phase", "restart_count", "last_exit_code",
-    "termination_reason",
-]  # fmt: skip
-NODE_FIELDS = (
-    "pk", "name", "phase", "unschedulable", "message", "cpu_capacity", "memory_capacity",
-    "gpu_capacity", "gpu_allocated", "last_heartbeat_at",
-)  # fmt: skip
-NODE_FACTS = NODE_FIELDS[2:]
-ADDON_FIELDS = ("pk", "name", "desired_version", "namespace", "workload_kind", "current_version",
-                "phase", "message")  # fmt: skip
-ADDON_FACTS = ADDON_FIELDS[3:]
 BATCH = 500
-# A Worker was in the last sync that wrote its Task (console.status.worker_missing), computed by
-# the database: comparing 10,000 datetimes in Python costs more than the whole comparison.
-PRESENT = Case(
-    When(
-        Q(task__observed_at__isnull=True) | Q(last_reported_at__gte=F("task__observed_at")),
-        then=Value(True),
-    ),
-    default=Value(False),
-    output_field=BooleanField(),
-)
-
-
-# --- what the database holds for a cluster ---------------------------------------------------
-
-
-@dataclass
-class State:
-    cluster: Cluster
-    jobs: list[JobRow]
-    workers: dict[int, dict[str, tuple[Any, ...]]]
-    instances: dict[str, tuple[Any, ...]]
-    nodes: dict[str, tuple[Any, ...]]
-    addons: dict[str, tuple[Any, ...]]
-    operations: dict[int, list[reconcile.PendingOperation]]
-    blocked: dict[int, list[str]] = field(default_factory=dict)
-
-
-def raw_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
-    """The rows of a values_list() of plain columns, straight from the cursor.
-
-    Django's per-row conversion is most of the cost of loading 10,000 rows; these columns need
-    none (strings, integers; booleans come back as 0/1 from SQLite, equal to False/True). The
-    column order is the values_list order, annotations last."""
-    compiler = queryset.query.get_compiler(using=queryset.db)
-    sql, params = compiler.as_sql()
-    with connections[queryset.db].cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()  # type: ignore[no-any-return]
-
-
-def load_state(cluster: Cluster) -> State:
-    """Everything of the cluster in a fixed number of queries, as plain tuples."""
-    jobs = reconcile.jobs_of_cluster(cluster.pk)
-    workers: dict[int, dict[str, tuple[Any, ...]]] = defaultdict(dict)
-    rows = Worker.objects.filter(task__job__cluster_id=cluster.pk).annotate(present=PRESENT)
-    for row in raw_rows(rows.values_list(*WORKER_FIELDS)):
-        workers[row[1]][row[2]] = row
-    instances = PodInstance.objects.filter(task__job__cluster_id=cluster.pk, gone_at__isnull=True)
-    nodes = Node.objects.filter(cluster_id=cluster.pk).values_list(*NODE_FIELDS)
-    addons = Addon.objects.filter(cluster_id=cluster.pk).values_list(*ADDON_FIELDS)
-    return State(
-        cluster=cluster,
-        jobs=jobs,
-        workers=workers,
-        instances={row[1]: row for row in raw_rows(instances.values_list(*INSTANCE_FIELDS))},
-        nodes={row[1]: row for row in nodes},
-        addons={row[1]: row for row in addons},
-        operations=reconcile.pending_operations(Q(job__cluster_id=cluster.pk)),
-    )
-
-
-# --- what changed ----------------------------------------------------------------------------
 
 
 @dataclass

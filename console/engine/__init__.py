@@ -1,0 +1,18 @@
+"""The engine: what keeps the database and the clusters in step. Only tasks, commands and tests
+import it; it is the only caller of `console.kube`.
+
+One cycle of one cluster (`cycle.sync_cluster`), each step a module:
+
+- `streams`: what is read from a cluster — one resource under one selector each;
+- `observe`: what changed since the last cycle — a bounded WATCH per stream from its cursor, or
+  a relist compared with what is stored — as `Change`s;
+- `observed`: the cluster's objects as last reported (ObservedObject rows), what the changes
+  touch, and the touched part loaded and parsed;
+- `rows`: the touched Jobs, Tasks, Workers, pod instances, Nodes and add-ons, typed;
+- `plan`: pure — the writes that make the cluster hold what a Job asks for;
+- `apply`: performs a plan, records the applied layer and the Operations' results;
+- `derive`: the observed layer — the spec's status rules applied to the loaded rows;
+- `write`: the derived changes written in one transaction;
+- `cycle`: the lease, the order of the steps, the cursors, the cycle's figures;
+- `one_job`: one Job reconciled on demand, right after an operation.
+"""

@@ -1,0 +1,178 @@
+"""What the database remembers of a cluster between cycles (ObservedObject rows), and the part
+of it a cycle needs: the objects of the Jobs, Nodes and add-ons its changes touched.
+
+A cycle with k changes reads the stored objects of the touched Jobs and Nodes only, overlays the
+changes in memory, and writes the changes back in the transaction that writes the derived rows:
+a cycle killed before that commit leaves the stored objects and the cursors as they were, and
+the next one reads the same changes again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from django.db.models import Q
+
+from console.engine.observe import Change, Stored
+from console.engine.streams import ADDON_STREAMS, BY_NAME, JOB_STREAMS, POD_STREAMS
+from console.kube.gateway import ClusterUnreachable
+from console.kube.observations import (
+    AddonObs,
+    BatchJobObs,
+    NodeObs,
+    PodObs,
+    ServiceObs,
+    StatefulSetObs,
+)
+from console.models import ObservedObject
+
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The observed objects of the touched part of a cluster, parsed."""
+
+    statefulsets: list[StatefulSetObs] = field(default_factory=list)
+    batch_jobs: list[BatchJobObs] = field(default_factory=list)
+    services: list[ServiceObs] = field(default_factory=list)
+    pods: list[PodObs] = field(default_factory=list)
+    nodes: list[NodeObs] = field(default_factory=list)
+    addons: list[AddonObs] = field(default_factory=list)
+    addon_pods: list[PodObs] = field(default_factory=list)
+
+
+@dataclass
+class Touched:
+    """What a cycle re-derives: these Jobs, these Nodes (and the pods on them), the add-ons.
+    `everything` (a cluster's first cycle) stands for every Job, Node and add-on."""
+
+    jobs: set[int] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+    addons: bool = False
+    everything: bool = False
+
+    def holds(self, change: Change) -> bool:
+        if self.everything:
+            return True
+        if change.stream in JOB_STREAMS and change.job_id in self.jobs:
+            return True
+        if change.stream == "nodes" or change.stream in POD_STREAMS:
+            return change.node_name in self.nodes
+        return change.stream in ADDON_STREAMS and self.addons
+
+
+def stored(cluster_id: int) -> dict[str, dict[str, Stored]]:
+    """Stream -> UID -> what is stored: what a relist compares with."""
+    rows = ObservedObject.objects.filter(cluster_id=cluster_id).values_list(
+        "stream", "uid", "resource_version", "job_id", "node_name"
+    )
+    by_stream: dict[str, dict[str, Stored]] = defaultdict(dict)
+    for stream, uid, version, job_id, node_name in rows.iterator(chunk_size=2000):
+        by_stream[stream][uid] = Stored(version, job_id, node_name)
+    return by_stream
+
+
+def touched(cluster_id: int, changes: Sequence[Change], always: Iterable[int]) -> Touched:
+    """The Jobs whose objects changed (and `always`), the Nodes that changed or whose pods did,
+    the add-ons when any of theirs changed; a changed Node also touches the Jobs with pods on it
+    (a pod's message names its node's trouble)."""
+    result = Touched(jobs=set(always))
+    changed_nodes = set()
+    for change in changes:
+        if change.stream in JOB_STREAMS and change.job_id is not None:
+            result.jobs.add(change.job_id)
+        if change.stream in POD_STREAMS and change.node_name:
+            result.nodes.add(change.node_name)
+        if change.stream == "nodes":
+            changed_nodes.add(change.node_name)
+        result.addons = result.addons or change.stream in ADDON_STREAMS
+    if changed_nodes:
+        result.nodes |= changed_nodes
+        result.jobs |= _jobs_on(cluster_id, changed_nodes, changes)
+    return result
+
+
+def _jobs_on(cluster_id: int, nodes: set[str], changes: Sequence[Change]) -> set[int]:
+    rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream="pods")
+    jobs = set(rows.filter(node_name__in=nodes).values_list("job_id", flat=True).distinct())
+    jobs |= {c.job_id for c in changes if c.stream == "pods" and c.node_name in nodes}
+    return {job for job in jobs if job is not None}
+
+
+def _selection(touched: Touched) -> Q:
+    if touched.everything:
+        return Q()
+    selected = Q(stream__in=JOB_STREAMS, job_id__in=touched.jobs)
+    selected |= Q(stream__in=("nodes", *POD_STREAMS), node_name__in=touched.nodes)
+    return selected | Q(stream__in=ADDON_STREAMS) if touched.addons else selected
+
+
+def load(
+    cluster_id: int, touched: Touched, changes: Sequence[Change], only: Sequence[str] = ()
+) -> Snapshot:
+    """The touched objects as stored (of the streams named in `only`, when given), with this
+    cycle's changes laid over them, parsed."""
+    if not touched.everything and not (touched.jobs or touched.nodes or touched.addons):
+        return Snapshot()
+    rows = ObservedObject.objects.filter(_selection(touched), cluster_id=cluster_id)
+    rows = rows.filter(stream__in=only) if only else rows
+    objects: dict[tuple[str, str], str | None] = {
+        (stream, uid): data
+        for stream, uid, data in rows.values_list("stream", "uid", "data").iterator(2000)
+    }
+    for change in changes:
+        if touched.holds(change) and (not only or change.stream in only):
+            objects[(change.stream, change.uid)] = change.data
+    return _parsed(objects)
+
+
+def _parsed(objects: dict[tuple[str, str], str | None]) -> Snapshot:
+    lists: dict[str, list[Any]] = defaultdict(list)
+    try:
+        for (stream, _uid), data in objects.items():
+            if data is not None:
+                lists[stream].append(BY_NAME[stream].parse(orjson.loads(data)))
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError):
+        raise ClusterUnreachable(
+            "a stored object has an unexpected shape", "unexpected_shape"
+        ) from None
+    return Snapshot(
+        statefulsets=lists["statefulsets"], batch_jobs=lists["jobs"], services=lists["services"],
+        pods=lists["pods"], nodes=lists["nodes"],
+        addons=[*lists["daemonsets"], *lists["deployments"]], addon_pods=lists["addon_pods"],
+    )  # fmt: skip
+
+
+def save(cluster_id: int, changes: Sequence[Change]) -> int:
+    """Stores the changes (the last one of an object wins); returns the rows written. Applying
+    the same changes twice leaves the same rows."""
+    final = {(change.stream, change.uid): change for change in changes}
+    by_stream: dict[str, list[str]] = defaultdict(list)
+    for stream, uid in final:
+        by_stream[stream].append(uid)
+    for stream, uids in by_stream.items():
+        for start in range(0, len(uids), BATCH):
+            chunk = uids[start : start + BATCH]
+            ObservedObject.objects.filter(
+                cluster_id=cluster_id, stream=stream, uid__in=chunk
+            ).delete()
+    rows = [
+        ObservedObject(
+            cluster_id=cluster_id,
+            stream=c.stream,
+            uid=c.uid,
+            resource_version=c.version,
+            job_id=c.job_id,
+            node_name=c.node_name,
+            data=c.data,
+        )
+        for c in final.values()
+        if c.data is not None
+    ]
+    ObservedObject.objects.bulk_create(rows, batch_size=BATCH)
+    return len(final)

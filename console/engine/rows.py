@@ -1,0 +1,315 @@
+"""The rows a cycle works from, typed, and their loading: the touched Jobs with their Tasks,
+Workers and open pod instances, the touched Nodes, the add-ons when touched — a fixed number of
+queries, whatever the number of rows, and never the rows of Jobs nothing touched."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
+from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
+
+from console.engine.observed import Touched
+from console.kube.manifests import Target
+from console.models import Addon, Cluster, Node
+from jobs.choices import JobPhase, TaskKind, TaskPhase
+from jobs.lifecycle import blocked_by
+from jobs.models import Job, Operation, Task, WorkflowEdge
+from workers.models import PodInstance, Worker
+
+
+@dataclass
+class TaskRow:
+    pk: int
+    job_id: int
+    role: str
+    kind: TaskKind
+    template: dict[str, Any]
+    desired_replicas: int
+    ready_replicas: int
+    phase: TaskPhase
+    message: str
+    observed_at: datetime | None
+    applied_at: datetime | None
+    apply_error: str
+    workload_replicas: int | None = None
+
+
+@dataclass
+class JobRow:
+    pk: int
+    name: str
+    namespace: str
+    run: int
+    stopped: bool
+    phase: JobPhase
+    message: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    observed_at: datetime | None
+    delete_requested_at: datetime | None
+    workflow_id: int | None
+    created_at: datetime
+    tasks: list[TaskRow] = field(default_factory=list)
+
+
+class WorkerRow(NamedTuple):
+    pk: int
+    task_id: int
+    pod_name: str
+    pod_uid: str
+    node_name: str
+    ip: str
+    phase: str
+    ready: bool
+    reason: str
+    message: str
+    restart_count: int
+    present: bool  # in the last sync that wrote its Task (console.status.worker_missing)
+
+    def facts(self) -> tuple[Any, ...]:
+        return self[3:11]
+
+
+class InstanceRow(NamedTuple):
+    pk: int
+    uid: str
+    task_id: int
+    pod_name: str
+    node_name: str
+    ip: str
+    phase: str
+    restart_count: int
+    last_exit_code: int | None
+    termination_reason: str
+
+    def facts(self) -> tuple[Any, ...]:
+        return self[2:]
+
+
+class NodeRow(NamedTuple):
+    pk: int
+    name: str
+    phase: str
+    unschedulable: bool
+    message: str
+    cpu_capacity: str
+    memory_capacity: str
+    gpu_capacity: int
+    gpu_allocated: int
+    last_heartbeat_at: datetime | None
+
+    def facts(self) -> tuple[Any, ...]:
+        return self[2:]
+
+
+class AddonRow(NamedTuple):
+    pk: int
+    name: str
+    desired_version: str
+    namespace: str
+    workload_kind: str
+    current_version: str
+    phase: str
+    message: str
+
+    def facts(self) -> tuple[Any, ...]:
+        return self[3:]
+
+
+@dataclass(frozen=True)
+class PendingOperation:
+    pk: int
+    job_id: int
+    message: str
+
+
+JOB_FIELDS = tuple(f.name for f in JobRow.__dataclass_fields__.values() if f.name != "tasks")
+TASK_FIELDS = tuple(TaskRow.__dataclass_fields__)
+WORKER_FACTS = list(WorkerRow._fields[3:11])
+INSTANCE_FACTS = list(InstanceRow._fields[2:])
+NODE_FACTS = list(NodeRow._fields[2:])
+ADDON_FACTS = list(AddonRow._fields[3:])
+# A Worker was in the last sync that wrote its Task (console.status.worker_missing), computed by
+# the database: comparing 10,000 datetimes in Python costs more than the whole comparison.
+PRESENT = Case(
+    When(
+        Q(task__observed_at__isnull=True) | Q(last_reported_at__gte=F("task__observed_at")),
+        then=Value(True),
+    ),
+    default=Value(False),
+    output_field=BooleanField(),
+)
+
+
+@dataclass
+class State:
+    """What the database holds of the touched part of a cluster."""
+
+    cluster: Cluster
+    jobs: list[JobRow]
+    workers: dict[int, dict[str, WorkerRow]]
+    instances: dict[str, InstanceRow]
+    nodes: dict[str, NodeRow]
+    addons: dict[str, AddonRow]
+    operations: dict[int, list[PendingOperation]]
+    blocked: dict[int, list[str]] = field(default_factory=dict)
+
+
+def raw_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
+    """The rows of a values_list() of plain columns, straight from the cursor.
+
+    Django's per-row conversion is most of the cost of loading 10,000 rows; these columns need
+    none (strings, integers; booleans come back as 0/1 from SQLite, equal to False/True). The
+    column order is the values_list order, annotations last."""
+    compiler = queryset.query.get_compiler(using=queryset.db)
+    try:
+        sql, params = compiler.as_sql()
+    except EmptyResultSet:  # an empty `pk__in`: no query at all
+        return []
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()  # type: ignore[no-any-return]
+
+
+def load_jobs(jobs: Iterable[Any], tasks: Iterable[Any]) -> list[JobRow]:
+    """JobRows from two value-lists (one query each, whatever the number of Jobs)."""
+    rows = {values[0]: JobRow(*values) for values in jobs}
+    for values in tasks:
+        task = TaskRow(*values)
+        if task.job_id in rows:
+            rows[task.job_id].tasks.append(task)
+    return list(rows.values())
+
+
+def job_rows(jobs: Q) -> list[JobRow]:
+    """The Jobs matching `jobs` (a Q on Job) with their Tasks: two queries."""
+    job_values = Job.objects.filter(jobs).order_by("pk").values_list(*JOB_FIELDS)
+    task_values = Task.objects.filter(job__in=Job.objects.filter(jobs)).order_by("pk")
+    return load_jobs(job_values, task_values.values_list(*TASK_FIELDS))
+
+
+def of_jobs(cluster_id: int, touched: Touched) -> Q:
+    everything = Q(cluster_id=cluster_id)
+    return everything if touched.everything else everything & Q(pk__in=touched.jobs)
+
+
+def load_state(cluster: Cluster, touched: Touched) -> State:
+    """The touched rows of the cluster in a fixed number of queries, typed."""
+    jobs = of_jobs(cluster.pk, touched)
+    by_task = Q(task__job__in=Job.objects.filter(jobs))
+    workers: dict[int, dict[str, WorkerRow]] = defaultdict(dict)
+    rows = Worker.objects.filter(by_task).annotate(present=PRESENT)
+    for row in raw_rows(rows.values_list(*WorkerRow._fields)):
+        worker = WorkerRow._make(row)
+        workers[worker.task_id][worker.pod_name] = worker
+    open_instances = PodInstance.objects.filter(by_task, gone_at__isnull=True)
+    instances = raw_rows(open_instances.values_list(*InstanceRow._fields))
+    return State(
+        cluster=cluster,
+        jobs=job_rows(jobs),
+        workers=workers,
+        instances={row[1]: InstanceRow._make(row) for row in instances},
+        nodes=_nodes(cluster.pk, touched),
+        addons=_addons(cluster.pk, touched),
+        operations=pending_operations(Q(job__in=Job.objects.filter(jobs))),
+    )
+
+
+def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
+    rows = Node.objects.filter(cluster_id=cluster_id)
+    if not touched.everything:
+        rows = rows.filter(name__in=touched.nodes)
+    return {row[1]: NodeRow._make(row) for row in rows.values_list(*NodeRow._fields)}
+
+
+def _addons(cluster_id: int, touched: Touched) -> dict[str, AddonRow]:
+    if not (touched.addons or touched.everything):
+        return {}
+    rows = Addon.objects.filter(cluster_id=cluster_id).values_list(*AddonRow._fields)
+    return {row[1]: AddonRow._make(row) for row in rows}
+
+
+def pending_operations(jobs: Q) -> dict[int, list[PendingOperation]]:
+    """The accepted Operations of the Jobs matching `jobs` (a Q on the Operation), by Job."""
+    by_job: dict[int, list[PendingOperation]] = defaultdict(list)
+    rows = Operation.objects.filter(result=Operation.Result.ACCEPTED, job__isnull=False).filter(
+        jobs
+    )
+    for pk, job_id, message in rows.values_list("pk", "job_id", "message"):
+        by_job[job_id].append(PendingOperation(pk, job_id, message))
+    return by_job
+
+
+def needing_attention(cluster_id: int) -> set[int]:
+    """The Jobs a cycle plans whatever changed: an accepted Operation, a deletion under way, an
+    apply error to retry, a Pending Workflow child (its upstreams may have Succeeded)."""
+    attention = (
+        Q(operations__result=Operation.Result.ACCEPTED)
+        | Q(delete_requested_at__isnull=False)
+        | Q(tasks__apply_error__gt="")
+        | Q(workflow__isnull=False, phase=JobPhase.PENDING)
+    )
+    rows = Job.objects.filter(attention, cluster_id=cluster_id).values_list("pk", flat=True)
+    return set(rows.distinct())
+
+
+def addons_need_attention(cluster_id: int) -> bool:
+    """An add-on whose desired version an operator changed, or not Ready yet, is derived again
+    whatever changed: its desired version is the console's, not the cluster's."""
+    ready = Addon.Phase.READY
+    moved = Q(phase=ready) & ~Q(desired_version="") & ~Q(desired_version=F("current_version"))
+    return Addon.objects.filter(~Q(phase=ready) | moved, cluster_id=cluster_id).exists()
+
+
+def target_of(job: JobRow, task: TaskRow) -> Target:
+    return Target(
+        job_id=job.pk,
+        job_name=job.name,
+        namespace=job.namespace,
+        run=job.run,
+        task_id=task.pk,
+        role=task.role,
+        kind=TaskKind(task.kind),
+        replicas=task.desired_replicas,
+        template=task.template,
+    )
+
+
+# --- blocked Workflow children ---------------------------------------------------------------
+
+
+def blocked_upstreams(
+    jobs: Sequence[JobRow], edges: Iterable[tuple[int, int]], names: Mapping[int, str],
+    phases: Mapping[int, JobPhase],
+) -> dict[int, list[str]]:  # fmt: skip
+    """Job pk -> names of its upstream Jobs that have not Succeeded (lifecycle.blocked_by)."""
+    pairs = [(str(up), str(down)) for up, down in edges]
+    by_key = {str(pk): phase for pk, phase in phases.items()}
+    blocked: dict[int, list[str]] = {}
+    for job in jobs:
+        if job.workflow_id is not None:
+            waiting = blocked_by(str(job.pk), by_key, pairs)
+            if waiting:
+                blocked[job.pk] = [names.get(int(pk), pk) for pk in waiting]
+    return blocked
+
+
+def load_blocked(jobs: Sequence[JobRow]) -> dict[int, list[str]]:
+    """Two queries: the edges of the Workflows involved and the phases of all their children
+    (children may live on other clusters)."""
+    workflows = {job.workflow_id for job in jobs if job.workflow_id is not None}
+    if not workflows:
+        return {}
+    edges = WorkflowEdge.objects.filter(workflow_id__in=workflows).values_list(
+        "upstream_id", "downstream_id"
+    )
+    children = Job.objects.filter(workflow_id__in=workflows).values_list("pk", "name", "phase")
+    names = {pk: name for pk, name, _ in children}
+    phases = {pk: JobPhase(phase) for pk, _, phase in children}
+    return blocked_upstreams(jobs, list(edges), names, phases)
