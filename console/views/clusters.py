@@ -20,8 +20,8 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from console.models import Addon, Cluster, Node
-from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import is_stale, observed_at
+from console.web import HtmxHttpRequest, fragment_version, unchanged
 from jobs.choices import JobPhase
 from jobs.models import Job
 from jobs.spec import quantity_value

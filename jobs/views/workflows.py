@@ -15,8 +15,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.templatetags.trainyard import BADGES
+from console.web import HtmxHttpRequest, fragment_version, unchanged
 from jobs.access import get_workflow_for_user, workflows_for
 from jobs.choices import JOB_TERMINAL, WORKFLOW_TERMINAL, JobPhase, TaskKind
 from jobs.dag import DagLayout, DagNode, layout

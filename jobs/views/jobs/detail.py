@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster, Node
-from console.polling import HtmxHttpRequest, fragment_version
+from console.web import HtmxHttpRequest, fragment_version
 from jobs.access import get_job_for_user, is_operator, jobs_for
 from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind

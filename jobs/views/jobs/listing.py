@@ -14,12 +14,10 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.timesince import timesince
-from django.utils.translation import gettext
 
 from console import status
 from console.models import Cluster
-from console.polling import HtmxHttpRequest, fragment_version
+from console.web import HtmxHttpRequest, duration_words, fragment_version
 from jobs.access import jobs_for, projects_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
@@ -116,15 +114,9 @@ def _rows(page: Page[Job], now: datetime) -> list[Row]:
         reachable = cluster.reachable
         stale = freshness.stale or cluster.stale
         created = timezone.localtime(job.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        rows.append(Row(job, freshness.observed_at, stale, reachable, _age(job, now), created))
+        age = duration_words(job.created_at, now)
+        rows.append(Row(job, freshness.observed_at, stale, reachable, age, created))
     return rows
-
-
-def _age(job: Job, now: datetime) -> str:
-    """ "2 hours"; under a minute says so ("0 minutes" would read as a bug)."""
-    if (now - job.created_at).total_seconds() < 60:
-        return gettext("under a minute")
-    return timesince(job.created_at, now, depth=1)
 
 
 def _row_key(row: Row) -> tuple[object, ...]:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster, Node
-from console.polling import HtmxHttpRequest, fragment_version
+from console.web import HtmxHttpRequest, fragment_version
 from jobs.access import get_job_for_user, is_operator
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.models import Job, Task
