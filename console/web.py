@@ -60,11 +60,6 @@ def not_modified(request: HtmxHttpRequest, version: str) -> HttpResponse | None:
     return None
 
 
-def unchanged(request: HtmxHttpRequest, version: str) -> bool:
-    """True for a polling request whose fragment would render exactly what the page has."""
-    return bool(request.htmx) and request.GET.get("v") == version
-
-
 def age_words(moment: datetime, now: datetime) -> str:
     """ "just now", "under a minute ago", "3 minutes ago": the age beside an absolute time (the
     `when` tag). Coarse on purpose: a refreshed fragment may be an age step old, and the absolute

@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 
 from console.models import Cluster
 from console.status import Freshness, is_stale, job_freshness
-from console.web import HtmxHttpRequest, age_words_in_steps, fragment_version, unchanged
+from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
 from jobs.access import User, jobs_for
 from jobs.attention import Reason, known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
@@ -238,15 +238,9 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         "attention_total": attention_total,
         "stuck_minutes": int(STUCK_PENDING_AFTER.total_seconds() // 60),
     }
-    version = fragment_version(
-        context["phase_counts"],
-        context["clusters"],
-        attention,
-        attention_total,
-        request.LANGUAGE_CODE,
+    # The ages shown are worded into the facts (age_words_in_steps): no age step.
+    version = context["version"] = poll_version(
+        request, context["phase_counts"], context["clusters"], attention, attention_total
     )
-    if unchanged(request, version):
-        return HttpResponse(status=204)
-    context["version"] = version
     template = "console/dashboard.html#board" if request.htmx else "console/dashboard.html"
-    return render(request, template, context)
+    return not_modified(request, version) or render(request, template, context)

@@ -17,15 +17,11 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster
-from console.web import HtmxHttpRequest, duration_words, fragment_version
+from console.web import POLL_SECONDS, HtmxHttpRequest, duration_words, not_modified, poll_version
 from jobs.access import jobs_for, projects_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
-from jobs.views.jobs.common import (
-    POLL_SECONDS,
-    cluster_state,
-    minute_of,
-)
+from jobs.views.jobs.common import cluster_state
 
 PAGE_SIZE = 50
 # What a row shows (no `spec`: its JSON is the largest column and the list never needs it).
@@ -40,11 +36,8 @@ ROW_FIELDS = (
 def job_list(request: HtmxHttpRequest) -> HttpResponse:
     """For htmx polls, 204 when the rows the client shows are still exactly what it would get."""
     context = _list_context(request)
-    if request.htmx:
-        if request.GET.get("v") == context["version"]:
-            return HttpResponse(status=204)
-        return render(request, "jobs/list.html#rows", context)
-    return render(request, "jobs/list.html", context)
+    template = "jobs/list.html#rows" if request.htmx else "jobs/list.html"
+    return not_modified(request, context["version"]) or render(request, template, context)
 
 
 def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
@@ -57,13 +50,14 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     )
     now = timezone.now()
     rows = _rows(page, now)
-    version = fragment_version(
+    version = poll_version(
+        request,
         page.paginator.count,
         page.number,
         sorted(filters.items()),
         form.sort_key(),
-        minute_of(now),
         [_row_key(row) for row in rows],
+        now=now,
     )
     return {
         "form": form,
