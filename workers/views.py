@@ -59,7 +59,7 @@ def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpRespons
     if task is None:
         raise Http404("No such task.")
     context = _workers_context(request, job, task)
-    template = "jobs/workers.html#workers" if request.htmx else "jobs/workers.html"
+    template = "workers/list.html#workers" if request.htmx else "workers/list.html"
     return not_modified(request, context["version"]) or render(request, template, context)
 
 
