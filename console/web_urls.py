@@ -1,6 +1,6 @@
 """The HTML pages. Every link carries href (and hx-get where a fragment refreshes)."""
 
-from django.urls import path
+from django.urls import include, path
 
 from console.views import clusters, dashboard, tokens
 from jobs.views import jobs, workflows
@@ -15,7 +15,7 @@ urlpatterns = [
     path("jobs/<int:pk>/stop/", jobs.job_stop, name="job_stop"),
     path("jobs/<int:pk>/resume/", jobs.job_resume, name="job_resume"),
     path("jobs/<int:pk>/delete/", jobs.job_delete, name="job_delete"),
-    path("jobs/<int:pk>/tasks/<int:task_pk>/workers/", jobs.task_workers, name="task_workers"),
+    path("", include("workers.urls")),
     path("workflows/", workflows.workflow_list, name="workflows"),
     path("workflows/<int:pk>/", workflows.workflow_detail, name="workflow"),
     path("clusters/", clusters.cluster_list, name="clusters"),

@@ -8,9 +8,9 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
+from console.web import age_words
 from jobs import messages
 
 register = template.Library()
@@ -73,14 +73,3 @@ def when(moment: datetime | None, now: datetime | None = None) -> str:
         local.strftime("%Y-%m-%d %H:%M:%S"),
         age_words(moment, now),
     )
-
-
-def age_words(moment: datetime, now: datetime) -> str:
-    """Coarse on purpose: a refreshed fragment may be up to half a minute old, and the absolute
-    time beside the age is the fact."""
-    seconds = (now - moment).total_seconds()
-    if seconds < 10:
-        return _("just now")
-    if seconds < 60:
-        return _("under a minute ago")
-    return _("%(age)s ago") % {"age": timesince(moment, now, depth=1)}

@@ -20,15 +20,13 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from console.models import Addon, Cluster, Node
-from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import is_stale, observed_at
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs.choices import JobPhase
 from jobs.models import Job
 from jobs.spec import quantity_value
 
 PAGE_SIZE = 100
-# Ages on these pages are shown to the minute: a fragment re-renders at least this often.
-AGE_BUCKET_SECONDS = 30
 CLUSTER_FIELDS = ("pk", "name", "reachable", "message", "last_synced_at", "last_attempt_at")
 
 
@@ -79,19 +77,13 @@ def _with_freshness(
     return {**row, "seen_at": seen, "stale": is_stale(seen, now), "unreachable": not reachable}
 
 
-def _age_bucket(now: datetime) -> int:
-    return int(now.timestamp()) // AGE_BUCKET_SECONDS
-
-
 def _respond(
     request: HtmxHttpRequest, template: str, context: dict[str, Any], *facts: object
 ) -> HttpResponse:
     """The whole page, the refreshed fragment, or 204 when the fragment would not change."""
-    version = fragment_version(*facts, request.LANGUAGE_CODE, _age_bucket(context["now"]))
-    if unchanged(request, version):
-        return HttpResponse(status=204)
-    context["version"] = version
-    return render(request, f"{template}#rows" if request.htmx else template, context)
+    version = context["version"] = poll_version(request, *facts, now=context["now"])
+    template = f"{template}#rows" if request.htmx else template
+    return not_modified(request, version) or render(request, template, context)
 
 
 @login_required

@@ -22,8 +22,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from console.models import Cluster
-from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import Freshness, is_stale, job_freshness
+from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
 from jobs.access import User, jobs_for
 from jobs.attention import Reason, known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
@@ -48,26 +48,6 @@ ATTENTION_FIELDS = (
     "cluster__reachable",
     "cluster__last_synced_at",
 )
-
-
-def age_words(moment: datetime | None, now: datetime) -> str:
-    """ "under 10 s ago", "40 s ago", "4 min ago", "3 h ago", "2 d ago"; "never" without a moment.
-
-    Seconds go in steps of 10 (a sync runs every few seconds): the words change, and a polling
-    fragment that shows them re-renders, only when the age has really moved on.
-    """
-    if moment is None:
-        return _("never")
-    seconds = max(int((now - moment).total_seconds()), 0)
-    if seconds < 10:
-        return _("under 10 s ago")
-    if seconds < 120:
-        return _("%(count)d s ago") % {"count": seconds // 10 * 10}
-    if seconds < 7200:
-        return _("%(count)d min ago") % {"count": seconds // 60}
-    if seconds < 172800:
-        return _("%(count)d h ago") % {"count": seconds // 3600}
-    return _("%(count)d d ago") % {"count": seconds // 86400}
 
 
 @dataclass(frozen=True)
@@ -117,7 +97,7 @@ def _freshness_reasons(job: JobFacts, now: datetime) -> list[str]:
     if job.freshness.stale and job.freshness.observed_at is None:
         return [_("No sync has observed this job yet.")]
     if job.freshness.stale:
-        age = age_words(job.freshness.observed_at, now)
+        age = age_words_in_steps(job.freshness.observed_at, now)
         return [_("Stale status: last observed %(age)s.") % {"age": age}]
     return []
 
@@ -234,7 +214,7 @@ def cluster_lines(now: datetime) -> list[ClusterLine]:
             reachable=cluster["reachable"],
             message=cluster["message"],
             synced=cluster["last_synced_at"] is not None,
-            synced_ago=age_words(cluster["last_synced_at"], now),
+            synced_ago=age_words_in_steps(cluster["last_synced_at"], now),
             stale=is_stale(cluster["last_synced_at"], now),
         )
         for cluster in clusters
@@ -258,15 +238,9 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         "attention_total": attention_total,
         "stuck_minutes": int(STUCK_PENDING_AFTER.total_seconds() // 60),
     }
-    version = fragment_version(
-        context["phase_counts"],
-        context["clusters"],
-        attention,
-        attention_total,
-        request.LANGUAGE_CODE,
+    # The ages shown are worded into the facts (age_words_in_steps): no age step.
+    version = context["version"] = poll_version(
+        request, context["phase_counts"], context["clusters"], attention, attention_total
     )
-    if unchanged(request, version):
-        return HttpResponse(status=204)
-    context["version"] = version
     template = "console/dashboard.html#board" if request.htmx else "console/dashboard.html"
-    return render(request, template, context)
+    return not_modified(request, version) or render(request, template, context)

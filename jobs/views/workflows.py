@@ -15,8 +15,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.templatetags.trainyard import BADGES
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_workflow_for_user, workflows_for
 from jobs.choices import JOB_TERMINAL, WORKFLOW_TERMINAL, JobPhase, TaskKind
 from jobs.dag import DagLayout, DagNode, layout
@@ -24,7 +24,6 @@ from jobs.lifecycle import CycleError, blocked_by
 from jobs.models import Task, Workflow
 
 PAGE_SIZE = 50
-AGE_BUCKET_SECONDS = 30
 WORKFLOW_FIELDS = ("pk", "name", "project__name", "phase", "message", "created_at")
 
 
@@ -43,11 +42,6 @@ def _with_children(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "children": [(phase, n) for phase, n in children if n]}
 
 
-def _version(request: HtmxHttpRequest, *facts: object) -> str:
-    bucket = int(timezone.now().timestamp()) // AGE_BUCKET_SECONDS
-    return fragment_version(*facts, request.LANGUAGE_CODE, bucket)
-
-
 @login_required
 def workflow_list(request: HtmxHttpRequest) -> HttpResponse:
     workflows = (
@@ -58,12 +52,11 @@ def workflow_list(request: HtmxHttpRequest) -> HttpResponse:
     )
     page = Paginator(workflows, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [_with_children(row) for row in page.object_list]
-    version = _version(request, rows, page.number, page.paginator.count)
-    if unchanged(request, version):
-        return HttpResponse(status=204)
-    context = {"workflows": rows, "page": page, "version": version, "now": timezone.now()}
+    now = timezone.now()
+    version = poll_version(request, rows, page.number, page.paginator.count, now=now)
+    context = {"workflows": rows, "page": page, "version": version, "now": now}
     template = "workflows/list.html#rows" if request.htmx else "workflows/list.html"
-    return render(request, template, context)
+    return not_modified(request, version) or render(request, template, context)
 
 
 CHILD_FIELDS = ("pk", "name", "phase", "message", "cluster__name", "delete_requested_at")
@@ -127,9 +120,11 @@ def _draw(jobs: list[dict[str, Any]], edges: list[tuple[str, str]]) -> dict[str,
 def workflow_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     workflow = get_workflow_for_user(request.user, pk)
     jobs, edges = _children(workflow)
-    version = _version(request, workflow.phase, workflow.message, workflow.finished_at, jobs, edges)
-    if unchanged(request, version):
-        return HttpResponse(status=204)
+    now = timezone.now()
+    facts = (workflow.phase, workflow.message, workflow.finished_at, jobs, edges)
+    version = poll_version(request, *facts, now=now)
+    if response := not_modified(request, version):
+        return response
     context = {
         "workflow": workflow,
         "project": workflow.project.name,
@@ -143,7 +138,7 @@ def workflow_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             and all(job["phase"] in JOB_TERMINAL for job in jobs)
         ),
         "version": version,
-        "now": timezone.now(),
+        "now": now,
     }
     template = "workflows/detail.html#dag" if request.htmx else "workflows/detail.html"
     return render(request, template, context)

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import translation
 
 from console.models import Cluster, Membership, Node, Project
-from console.views.dashboard import age_words
+from console.web import age_words_in_steps as age_words
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.messages import encode, kubernetes
 from jobs.models import Job, Operation, Task

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from console.polling import HtmxHttpRequest
+from console.web import HtmxHttpRequest
 from jobs.access import User, get_job_for_user
 from jobs.choices import JobPhase
 from jobs.forms import DeleteForm

@@ -1,4 +1,4 @@
-"""What the Jobs pages share: the htmx request type, data freshness and fragment versions."""
+"""What the Jobs pages share: how far to trust a cluster's data, and who may operate a Job."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from console import status
 from console.models import Cluster
 from jobs.access import User, projects_for
 from jobs.models import Job
-
-POLL_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -36,8 +34,3 @@ def cluster_state(cluster: Cluster, now: datetime) -> ClusterState:
 def can_operate(user: User, job: Job) -> bool:
     """Members operate on their project's Jobs; viewers only look (jobs.access decides)."""
     return projects_for(user, write=True).filter(pk=job.project_id).exists()
-
-
-def minute_of(now: datetime) -> int:
-    """Relative ages ("3 minutes ago") change every minute: a fragment's version includes it."""
-    return int(now.timestamp()) // 60

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster, Node
-from console.polling import HtmxHttpRequest, fragment_version
+from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_job_for_user, is_operator, jobs_for
 from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
@@ -26,13 +26,7 @@ from jobs.messages import render_text
 from jobs.models import Job, Operation, Task
 from jobs.operations import note_failure_seen
 from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
-from jobs.views.jobs.common import (
-    POLL_SECONDS,
-    ClusterState,
-    can_operate,
-    cluster_state,
-    minute_of,
-)
+from jobs.views.jobs.common import ClusterState, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
 from workers.models import Worker
 
@@ -61,9 +55,8 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     note_failure_seen(request.user, job)  # the dashboard lists a Failed job until a member looks
     context = job_context(request, job)
     if request.htmx and request.GET.get("part") == "status":
-        if request.GET.get("v") == context["version"]:
-            return HttpResponse(status=204)
-        return render(request, "jobs/detail.html#status", context)
+        fragment = "jobs/detail.html#status"
+        return not_modified(request, context["version"]) or render(request, fragment, context)
     context["delete_form"] = DeleteForm(job_name=job.name)
     context["record"] = record_text(request, job, context)
     return render(request, "jobs/detail.html", context)
@@ -89,10 +82,10 @@ def job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     terminal = job.phase in JOB_TERMINAL
     observed_at = status.job_freshness(job, now).observed_at
     decision = _decision(job, operations, observed_at)
-    version = fragment_version(
-        _job_key(job), cluster, [_task_key(row) for row in tasks],
+    version = poll_version(
+        request, _job_key(job), cluster, [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
-        sorted(actions), minute_of(now),
+        sorted(actions), now=now,
     )  # fmt: skip
     return {
         "job": job, "now": now, "cluster": cluster, "tasks": tasks, "operations": operations,

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from console.models import Cluster
-from console.polling import HtmxHttpRequest
+from console.web import HtmxHttpRequest
 from jobs.access import get_job_for_user, projects_for
 from jobs.form_tabs import form_post, form_problem, spec_yaml, typed_spec
 from jobs.forms import (

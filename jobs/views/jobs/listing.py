@@ -14,20 +14,14 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.timesince import timesince
-from django.utils.translation import gettext
 
 from console import status
 from console.models import Cluster
-from console.polling import HtmxHttpRequest, fragment_version
+from console.web import POLL_SECONDS, HtmxHttpRequest, duration_words, not_modified, poll_version
 from jobs.access import jobs_for, projects_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
-from jobs.views.jobs.common import (
-    POLL_SECONDS,
-    cluster_state,
-    minute_of,
-)
+from jobs.views.jobs.common import cluster_state
 
 PAGE_SIZE = 50
 # What a row shows (no `spec`: its JSON is the largest column and the list never needs it).
@@ -42,11 +36,8 @@ ROW_FIELDS = (
 def job_list(request: HtmxHttpRequest) -> HttpResponse:
     """For htmx polls, 204 when the rows the client shows are still exactly what it would get."""
     context = _list_context(request)
-    if request.htmx:
-        if request.GET.get("v") == context["version"]:
-            return HttpResponse(status=204)
-        return render(request, "jobs/list.html#rows", context)
-    return render(request, "jobs/list.html", context)
+    template = "jobs/list.html#rows" if request.htmx else "jobs/list.html"
+    return not_modified(request, context["version"]) or render(request, template, context)
 
 
 def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
@@ -59,13 +50,14 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     )
     now = timezone.now()
     rows = _rows(page, now)
-    version = fragment_version(
+    version = poll_version(
+        request,
         page.paginator.count,
         page.number,
         sorted(filters.items()),
         form.sort_key(),
-        minute_of(now),
         [_row_key(row) for row in rows],
+        now=now,
     )
     return {
         "form": form,
@@ -116,15 +108,9 @@ def _rows(page: Page[Job], now: datetime) -> list[Row]:
         reachable = cluster.reachable
         stale = freshness.stale or cluster.stale
         created = timezone.localtime(job.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        rows.append(Row(job, freshness.observed_at, stale, reachable, _age(job, now), created))
+        age = duration_words(job.created_at, now)
+        rows.append(Row(job, freshness.observed_at, stale, reachable, age, created))
     return rows
-
-
-def _age(job: Job, now: datetime) -> str:
-    """ "2 hours"; under a minute says so ("0 minutes" would read as a bug)."""
-    if (now - job.created_at).total_seconds() < 60:
-        return gettext("under a minute")
-    return timesince(job.created_at, now, depth=1)
 
 
 def _row_key(row: Row) -> tuple[object, ...]:

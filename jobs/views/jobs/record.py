@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from console import status
-from console.polling import HtmxHttpRequest
+from console.web import HtmxHttpRequest
 from jobs.messages import render_text
 from jobs.models import Job, Operation
 from jobs.troubleshoot import Diagnosis

@@ -18,11 +18,10 @@ from django.utils import timezone
 
 from console import status
 from console.models import Cluster, Node
-from console.polling import HtmxHttpRequest, fragment_version
+from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_job_for_user, is_operator
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.models import Job, Task
-from jobs.views.jobs.common import POLL_SECONDS, minute_of
 from workers.models import PodInstance, Worker
 
 WORKERS_PAGE = 50
@@ -60,11 +59,8 @@ def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpRespons
     if task is None:
         raise Http404("No such task.")
     context = _workers_context(request, job, task)
-    if request.htmx:
-        if request.GET.get("v") == context["version"]:
-            return HttpResponse(status=204)
-        return render(request, "jobs/workers.html#workers", context)
-    return render(request, "jobs/workers.html", context)
+    template = "workers/list.html#workers" if request.htmx else "workers/list.html"
+    return not_modified(request, context["version"]) or render(request, template, context)
 
 
 def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str, Any]:
@@ -78,11 +74,12 @@ def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str
     )
     summary = _summary(task)
     terminal = job.phase in JOB_TERMINAL or task.phase in TASK_TERMINAL
-    version = fragment_version(
-        task.observed_at, task.phase, job.cluster.last_synced_at, minute_of(now), summary,
-        page.number, only, [_row_key(row) for row in rows],
+    version = poll_version(
+        request, task.observed_at, task.phase, job.cluster.last_synced_at, summary, page.number,
+        only, [_row_key(row) for row in rows],
         [(row.instance.pk, row.instance.phase, row.instance.restart_count, row.gone)
          for row in instances],
+        now=now,
     )  # fmt: skip
     return {
         "job": job, "task": task, "rows": rows, "page": page, "only": only, "now": now,
