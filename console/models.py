@@ -141,8 +141,9 @@ class ObservedObject(models.Model):
     """One object of a cluster as the API server last reported it: the engine's memory between
     cycles, so that a cycle reads only what changed since the last one (console.engine).
 
-    `data` is the object's JSON without managedFields. `job_id` and `node_name` index it for the
-    derivations: the Job label of the console's objects, the node a pod runs on."""
+    `data` is the object's JSON without managedFields. `job_id`, `node_name` and `gpus` serve
+    the derivations without parsing it: the Job label of the console's objects, the node a pod
+    runs on and the GPUs it holds there (0 once it finished)."""
 
     cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="observed_objects")
     stream = models.CharField(max_length=16)
@@ -150,6 +151,7 @@ class ObservedObject(models.Model):
     resource_version = models.CharField(max_length=64)
     job_id = models.BigIntegerField(null=True, blank=True)
     node_name = models.CharField(max_length=253, blank=True)
+    gpus = models.PositiveIntegerField(default=0)  # a running pod's GPUs: a Node's allocation
     data = models.TextField()
 
     class Meta:

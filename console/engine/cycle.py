@@ -28,7 +28,7 @@ import dataclasses
 import gc
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -267,12 +267,12 @@ def touched(cluster: Cluster, reading: Reading) -> Touched:
     return result
 
 
-def _derive(state: State, snapshot: Snapshot, now: datetime) -> Changes:
+def _derive(state: State, snapshot: Snapshot, gpus: Mapping[str, int], now: datetime) -> Changes:
     """Everything the snapshot changes in the loaded rows (nothing written yet)."""
     changes = Changes()
     derive_jobs(state, Index.of(snapshot), changes, now)
     derive_instances(state, snapshot.pods, changes, now)
-    derive_nodes(state, snapshot, changes, now)
+    derive_nodes(state, snapshot, gpus, changes, now)
     derive_addons(state, snapshot, changes, now)
     derive_workflows(state, changes, now)
     return changes
@@ -293,7 +293,8 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         return SyncResult(cluster_id, cluster.name, skipped=True)
     derive_blocked(state)
     reconciled = reconcile_cluster(gateway, state, snapshot, now)
-    changes = _derive(state, with_answers(snapshot, reconciled.answered), now)
+    gpus = observed.gpus_by_node(cluster.pk, scope, reading.changes)
+    changes = _derive(state, with_answers(snapshot, reconciled.answered), gpus, now)
     held = renew_lease(cluster_id, held) if _renewal_due(held) else held
     if held is None:  # the derivation outlived the lease: another cycle owns the rows now
         return SyncResult(cluster_id, cluster.name, skipped=True)

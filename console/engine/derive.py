@@ -6,7 +6,7 @@ rows whose facts differ become `Changes`; nothing here writes.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,7 +28,7 @@ from console.engine.rows import (
     load_blocked,
 )
 from console.engine.write import BATCH, Changes, JobChange
-from console.kube.derive import TaskView, addon_view, gpus_by_node, task_view
+from console.kube.derive import TaskView, addon_view, task_view
 from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
 from console.kube.problems import node_message, pod_reason
 from console.models import Addon, Node
@@ -285,9 +285,11 @@ def _heartbeat(row: NodeRow | None, node: NodeObs) -> datetime | None:
     return latest if due else stored
 
 
-def derive_nodes(state: State, snapshot: Snapshot, changes: Changes, now: datetime) -> None:
-    """Spec §Node status: Online/Offline, `unschedulable` apart. Vanished nodes are deleted."""
-    gpus = gpus_by_node([*snapshot.pods, *snapshot.addon_pods])
+def derive_nodes(
+    state: State, snapshot: Snapshot, gpus: Mapping[str, int], changes: Changes, now: datetime
+) -> None:
+    """Spec §Node status: Online/Offline, `unschedulable` apart. Vanished nodes are deleted.
+    `gpus`: the GPUs held on each node (observed.gpus_by_node)."""
     for node in snapshot.nodes:
         phase = Node.Phase.ONLINE if node.online else Node.Phase.OFFLINE
         row = state.nodes.get(node.name)

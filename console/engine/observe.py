@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from console.engine.streams import JOB_STREAMS, STREAMS, Stream
+from console.engine.streams import JOB_STREAMS, POD_STREAMS, STREAMS, Stream
+from console.kube.derive import held_gpus
 from console.kube.gateway import ClusterUnreachable, Gateway, WatchBatch, WatchExpired
 from console.kube.observations import owner_of
 
@@ -41,6 +42,7 @@ class Change:
     job_id: int | None
     node_name: str
     data: str | None
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
     answer unusable (ClusterUnreachable), as for a LIST."""
     try:
         meta = obj["metadata"]
-        stream.parse(obj)
+        parsed = stream.parse(obj)
         uid, version = str(meta["uid"]), str(meta["resourceVersion"])
         labels = meta.get("labels") or {}
         job_id = owner_of(labels).job_id if stream.name in JOB_STREAMS else None
@@ -63,8 +65,10 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
         text = f"the API server answered {stream.name} of an unexpected shape"
         raise ClusterUnreachable(text, "unexpected_shape") from None
-    data = None if deleted else _stored_json(obj)
-    return Change(stream.name, uid, version, job_id, str(node or ""), data)
+    if deleted:
+        return Change(stream.name, uid, version, job_id, str(node or ""), None)
+    gpus = held_gpus(parsed) if stream.name in POD_STREAMS else 0
+    return Change(stream.name, uid, version, job_id, str(node or ""), _stored_json(obj), gpus)
 
 
 def _stored_json(obj: dict[str, Any]) -> str:

@@ -57,13 +57,17 @@ class Touched:
     everything: bool = False
 
     def holds(self, change: Change) -> bool:
+        """Whether `load` reads the changed object."""
         if self.everything:
             return True
-        if change.stream in JOB_STREAMS and change.job_id in self.jobs:
-            return True
-        if change.stream == "nodes" or change.stream in POD_STREAMS:
+        if change.stream in JOB_STREAMS:
+            return change.job_id in self.jobs
+        if change.stream == "nodes":
             return change.node_name in self.nodes
         return change.stream in ADDON_STREAMS and self.addons
+
+    def holds_node(self, name: str) -> bool:
+        return self.everything or name in self.nodes
 
 
 def stored(cluster_id: int) -> dict[str, dict[str, Stored]]:
@@ -108,8 +112,25 @@ def _selection(touched: Touched) -> Q:
     if touched.everything:
         return Q()
     selected = Q(stream__in=JOB_STREAMS, job_id__in=touched.jobs)
-    selected |= Q(stream__in=("nodes", *POD_STREAMS), node_name__in=touched.nodes)
+    selected |= Q(stream="nodes", node_name__in=touched.nodes)
     return selected | Q(stream__in=ADDON_STREAMS) if touched.addons else selected
+
+
+def gpus_by_node(cluster_id: int, touched: Touched, changes: Sequence[Change]) -> dict[str, int]:
+    """GPUs held by the pods on each touched Node, summed by the database, this cycle's
+    changes laid over the stored pods."""
+    changed = {(c.stream, c.uid): c for c in changes if c.stream in POD_STREAMS}
+    rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream__in=POD_STREAMS, gpus__gt=0)
+    if not touched.everything:
+        rows = rows.filter(node_name__in=touched.nodes)
+    totals: dict[str, int] = defaultdict(int)
+    for stream, uid, node, gpus in rows.values_list("stream", "uid", "node_name", "gpus"):
+        if (stream, uid) not in changed:
+            totals[node] += gpus
+    for change in changed.values():
+        if change.data is not None and change.gpus and touched.holds_node(change.node_name):
+            totals[change.node_name] += change.gpus
+    return dict(totals)
 
 
 def load(
@@ -169,6 +190,7 @@ def save(cluster_id: int, changes: Sequence[Change]) -> int:
             resource_version=c.version,
             job_id=c.job_id,
             node_name=c.node_name,
+            gpus=c.gpus,
             data=c.data,
         )
         for c in final.values()

@@ -161,12 +161,6 @@ def addon_view(workload: AddonObs | None, pods: Sequence[PodObs], desired: str) 
     return AddonView(Addon.Phase.PENDING, current, encode(waiting))
 
 
-def gpus_by_node(pods: Iterable[PodObs]) -> dict[str, int]:
-    """GPUs requested by the pods listed on each node, finished pods excluded."""
-    total: dict[str, int] = {}
-    seen: set[str] = set()
-    for pod in pods:
-        if pod.gpus and pod.node_name and pod.phase not in POD_TERMINAL and pod.uid not in seen:
-            seen.add(pod.uid)
-            total[pod.node_name] = total.get(pod.node_name, 0) + pod.gpus
-    return total
+def held_gpus(pod: PodObs) -> int:
+    """The GPUs a pod holds on its node: requested, scheduled and not finished."""
+    return pod.gpus if pod.node_name and pod.phase not in POD_TERMINAL else 0

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from console.engine.plan import JobObjects, Verb, plan
 from console.engine.rows import JobRow, TaskRow
-from console.kube.derive import addon_view, gpus_by_node, task_view
+from console.kube.derive import addon_view, held_gpus, task_view
 from console.kube.observations import (
     ServiceObs,
     parse_addon,
@@ -212,5 +212,5 @@ def test_it_counts_gpus_requested_by_live_pods_per_node() -> None:
         parse_pod(k8s.pod("b", gpus=1)),
         parse_pod(k8s.finished_pod("c", succeeded=True)),
     ]
-    assert gpus_by_node(pods) == {"node-1": 3}
+    assert [held_gpus(pod) for pod in pods] == [2, 1, 0]
     assert parse_node(k8s.node()).gpus == 8
