@@ -128,10 +128,15 @@ def _derive_workers(
     if not changed:
         return False
     for name, values in facts.items():
+        row = stored.get(name)
+        if row is not None and row.facts() == values:
+            changes.reported_workers.append((row.pk, task.pk))  # only its report time moves
+            changes.reported_at = now
+            continue
         worker = Worker(task_id=task.pk, pod_name=name, last_reported_at=now)
         worker.__dict__.update(zip(WORKER_FACTS, values, strict=True))
-        if name in stored:
-            worker.pk = stored[name].pk
+        if row is not None:
+            worker.pk = row.pk
             changes.workers.append(worker)
         else:
             changes.new_workers.append(worker)

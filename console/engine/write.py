@@ -3,11 +3,13 @@ bulk, and a Job's rows only while no operation changed the Job since it was load
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
-from django.db import transaction
+from django.db import connections, router, transaction
+from django.db.models import Field, Model
 
 from console.engine.rows import ADDON_FACTS, INSTANCE_FACTS, NODE_FACTS, WORKER_FACTS, State
 from console.models import Addon, Node
@@ -33,6 +35,9 @@ class Changes:
     new_workers: list[Worker] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
     vanished_workers: list[Worker] = field(default_factory=list)
+    # (pk, task pk) of Workers whose facts are unchanged: reported again at the cycle's time.
+    reported_workers: list[tuple[int, int]] = field(default_factory=list)
+    reported_at: datetime | None = None
     new_instances: list[PodInstance] = field(default_factory=list)
     instances: list[PodInstance] = field(default_factory=list)
     gone_instances: list[PodInstance] = field(default_factory=list)
@@ -45,10 +50,32 @@ class Changes:
     touched_jobs: set[int] = field(default_factory=set)
 
     def empty(self) -> bool:
-        return not any(value for value in vars(self).values())
+        return not any(value for name, value in vars(self).items() if name != "reported_at")
 
 
 # --- writing ---------------------------------------------------------------------------------
+
+
+def update_rows(model: type[Model], fields: Sequence[str], rows: Sequence[Model]) -> int:
+    """Writes `fields` of each row by primary key: one prepared UPDATE sent with executemany.
+    Django's bulk_update builds a CASE expression per row and field, about 1 ms a row (1.5 s
+    for the 1,000 Workers of 100 touched Jobs); this costs a few µs."""
+    if not rows:
+        return 0
+    meta, connection = model._meta, connections[router.db_for_write(model)]
+    columns = [cast("Field[Any, Any]", meta.get_field(name)) for name in fields]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(str(column.column))} = %s" for column in columns)
+    key = quote(str(meta.pk.column if meta.pk else "id"))
+    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {key} = %s"
+    params = [
+        [column.get_db_prep_save(getattr(row, column.attname), connection) for column in columns]
+        + [row.pk]
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+    return len(rows)
 
 
 def _unchanged_jobs(changes: Changes, state: State) -> set[int]:
@@ -81,10 +108,8 @@ def write(changes: Changes, state: State) -> int:
             if change.pk in keep:
                 written += Job.objects.filter(pk=change.pk, **change.seen).update(**change.fields)
         tasks = [task for task in changes.tasks if task_jobs.get(task.pk) in keep]
-        written += Task.objects.bulk_update(
-            tasks,
-            ["phase", "ready_replicas", "message", "workload_replicas", "observed_at"],
-            batch_size=BATCH,
+        written += update_rows(
+            Task, ["phase", "ready_replicas", "message", "workload_replicas", "observed_at"], tasks
         )
         written += _write_workers(changes, task_jobs, keep)
         written += _write_instances(changes, task_jobs, keep)
@@ -97,9 +122,13 @@ def _write_workers(changes: Changes, task_jobs: dict[int, int], keep: set[int]) 
     updated = _of_jobs(changes.workers, task_jobs, keep)
     Worker.objects.bulk_create(new, batch_size=BATCH)
     fields = [*WORKER_FACTS, "last_reported_at"]
-    count = len(new) + Worker.objects.bulk_update(updated, fields, batch_size=BATCH)
+    count = len(new) + update_rows(Worker, fields, updated)
+    reported = [pk for pk, task in changes.reported_workers if task_jobs.get(task) in keep]
+    for start in range(0, len(reported), BATCH):
+        chunk = reported[start : start + BATCH]
+        count += Worker.objects.filter(pk__in=chunk).update(last_reported_at=changes.reported_at)
     vanished = _of_jobs(changes.vanished_workers, task_jobs, keep)
-    return count + Worker.objects.bulk_update(vanished, ["last_reported_at"], batch_size=BATCH)
+    return count + update_rows(Worker, ["last_reported_at"], vanished)
 
 
 def _write_instances(changes: Changes, task_jobs: dict[int, int], keep: set[int]) -> int:
@@ -107,23 +136,18 @@ def _write_instances(changes: Changes, task_jobs: dict[int, int], keep: set[int]
     updated = _of_jobs(changes.instances, task_jobs, keep)
     PodInstance.objects.bulk_create(new, batch_size=BATCH)
     fields = [*INSTANCE_FACTS, "last_seen_at", "gone_at"]
-    count = len(new) + PodInstance.objects.bulk_update(updated, fields, batch_size=BATCH)
-    gone = changes.gone_instances
-    return count + PodInstance.objects.bulk_update(
-        gone, ["gone_at", "last_seen_at"], batch_size=BATCH
-    )
+    count = len(new) + update_rows(PodInstance, fields, updated)
+    return count + update_rows(PodInstance, ["gone_at", "last_seen_at"], changes.gone_instances)
 
 
 def _write_platform(changes: Changes) -> int:
     Node.objects.bulk_create(changes.new_nodes)
-    count = len(changes.new_nodes) + Node.objects.bulk_update(
-        changes.nodes, [*NODE_FACTS, "observed_at"]
-    )
+    count = len(changes.new_nodes) + update_rows(Node, [*NODE_FACTS, "observed_at"], changes.nodes)
     if changes.gone_nodes:
         count += Node.objects.filter(pk__in=changes.gone_nodes).delete()[0]
     Addon.objects.bulk_create(changes.new_addons)
-    count += len(changes.new_addons) + Addon.objects.bulk_update(
-        changes.addons, [*ADDON_FACTS, "observed_at"]
+    count += len(changes.new_addons) + update_rows(
+        Addon, [*ADDON_FACTS, "observed_at"], changes.addons
     )
     for pk, phase, fields in changes.workflows:
         count += Workflow.objects.filter(pk=pk, phase=phase).update(**fields)
