@@ -60,12 +60,13 @@ from console.engine.rows import (
     load_state,
     needing_attention,
 )
+from console.engine.stored import SCHEMA
 from console.engine.streams import STREAMS
 from console.engine.write import Changes, write
 from console.kube import kubeconfig
 from console.kube.gateway import ClusterUnreachable, Gateway, WatchExpired
 from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
-from console.models import Cluster
+from console.models import Cluster, ObservedObject
 from jobs.messages import encode
 
 logger = logging.getLogger(__name__)
@@ -236,6 +237,14 @@ def _relist_due(cluster: Cluster, now: datetime) -> bool:
     return (now - cluster.relisted_at).total_seconds() >= settings.TRAINYARD_RELIST_SECONDS
 
 
+def forget_if_stale(cluster: Cluster) -> None:
+    """Observations stored under other fields (an older release) are forgotten: this cycle
+    relists and derives everything, as a cluster's first one."""
+    if (cluster.watch_cursors or {}).get("observations") != SCHEMA:
+        ObservedObject.objects.filter(cluster_id=cluster.pk).delete()
+        cluster.watch_cursors, cluster.relisted_at = {}, None
+
+
 def read(gateway: Gateway, cluster: Cluster, now: datetime) -> Reading:
     """The changes since the cursors, by watch; by relist when none, when due, or on 410."""
     if not _relist_due(cluster, now):
@@ -280,6 +289,7 @@ def _derive(state: State, snapshot: Snapshot, gpus: Mapping[str, int], now: date
 
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
+    forget_if_stale(cluster)
     try:
         gateway = gateway_for(cluster)
         reading = read(gateway, cluster, now)
@@ -304,7 +314,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(
         cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now,
-        watch_cursors=reading.cursors, relisted_at=relisted_at,
+        watch_cursors={**reading.cursors, "observations": SCHEMA}, relisted_at=relisted_at,
     )  # fmt: skip
     result = SyncResult(
         cluster_id,

@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import orjson
-
+from console.engine.stored import freeze
 from console.engine.streams import JOB_STREAMS, POD_STREAMS, STREAMS, Stream
 from console.kube.derive import held_gpus
 from console.kube.gateway import ClusterUnreachable, Gateway, WatchBatch, WatchExpired
@@ -34,7 +33,8 @@ class Stored(NamedTuple):
 
 @dataclass(frozen=True)
 class Change:
-    """One object's new state; `data` is its JSON without managedFields, None once deleted."""
+    """One object's new state; `data` is its observation as JSON (console.engine.stored), None
+    once deleted."""
 
     stream: str
     uid: str
@@ -68,14 +68,7 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
     if deleted:
         return Change(stream.name, uid, version, job_id, str(node or ""), None)
     gpus = held_gpus(parsed) if stream.name in POD_STREAMS else 0
-    return Change(stream.name, uid, version, job_id, str(node or ""), _stored_json(obj), gpus)
-
-
-def _stored_json(obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    if "managedFields" in meta:  # large on a real API server, and never read
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return orjson.dumps(obj).decode()
+    return Change(stream.name, uid, version, job_id, str(node or ""), freeze(parsed), gpus)
 
 
 # --- watch -----------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from django.db.models import Q
 
 from console.engine.observe import Change, Stored
+from console.engine.stored import thaw
 from console.engine.streams import ADDON_STREAMS, BY_NAME, JOB_STREAMS, POD_STREAMS
 from console.kube.gateway import ClusterUnreachable
 from console.kube.observations import (
@@ -157,7 +157,7 @@ def _parsed(objects: dict[tuple[str, str], str | None]) -> Snapshot:
     try:
         for (stream, _uid), data in objects.items():
             if data is not None:
-                lists[stream].append(BY_NAME[stream].parse(orjson.loads(data)))
+                lists[stream].append(thaw(BY_NAME[stream].observation, data))
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
         raise ClusterUnreachable(
             "a stored object has an unexpected shape", "unexpected_shape"

@@ -19,6 +19,12 @@ from console.kube.gateway import (
     Resource,
 )
 from console.kube.observations import (
+    AddonObs,
+    BatchJobObs,
+    NodeObs,
+    PodObs,
+    ServiceObs,
+    StatefulSetObs,
     parse_addon,
     parse_batch_job,
     parse_node,
@@ -34,6 +40,7 @@ class Stream:
     resource: Resource
     selector: str
     parse: Callable[[Any], Any]
+    observation: type  # what `parse` returns
 
 
 def _addon(kind: str) -> Callable[[Any], Any]:
@@ -41,14 +48,14 @@ def _addon(kind: str) -> Callable[[Any], Any]:
 
 
 STREAMS = (
-    Stream("statefulsets", STATEFULSETS, MANAGED_SELECTOR, parse_statefulset),
-    Stream("jobs", BATCH_JOBS, MANAGED_SELECTOR, parse_batch_job),
-    Stream("services", SERVICES, MANAGED_SELECTOR, parse_service),
-    Stream("pods", PODS, MANAGED_SELECTOR, parse_pod),
-    Stream("nodes", NODES, "", parse_node),
-    Stream("daemonsets", DAEMONSETS, ADDON_LABEL, _addon("DaemonSet")),
-    Stream("deployments", DEPLOYMENTS, ADDON_LABEL, _addon("Deployment")),
-    Stream("addon_pods", PODS, ADDON_LABEL, parse_pod),
+    Stream("statefulsets", STATEFULSETS, MANAGED_SELECTOR, parse_statefulset, StatefulSetObs),
+    Stream("jobs", BATCH_JOBS, MANAGED_SELECTOR, parse_batch_job, BatchJobObs),
+    Stream("services", SERVICES, MANAGED_SELECTOR, parse_service, ServiceObs),
+    Stream("pods", PODS, MANAGED_SELECTOR, parse_pod, PodObs),
+    Stream("nodes", NODES, "", parse_node, NodeObs),
+    Stream("daemonsets", DAEMONSETS, ADDON_LABEL, _addon("DaemonSet"), AddonObs),
+    Stream("deployments", DEPLOYMENTS, ADDON_LABEL, _addon("Deployment"), AddonObs),
+    Stream("addon_pods", PODS, ADDON_LABEL, parse_pod, PodObs),
 )
 BY_NAME = {stream.name: stream for stream in STREAMS}
 # The streams whose objects carry the console's Job label, and those of the add-ons.

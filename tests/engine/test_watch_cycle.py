@@ -71,7 +71,7 @@ def test_it_watches_after_the_first_relist_and_reads_nothing_while_quiet(
     first = sync_cluster(cluster.pk)
     assert first.relisted and set(cursors(cluster)) == {
         "statefulsets", "jobs", "services", "pods", "nodes", "daemonsets", "deployments",
-        "addon_pods",
+        "addon_pods", "observations",
     }  # fmt: skip
     job = submit(alice, cluster, "train", task("worker", replicas=2))
     until_watched(cluster, lambda: phase_of(job) == "Running" and ready(job) == 2)
@@ -157,6 +157,20 @@ def test_it_notices_pods_deleted_while_it_could_not_read_the_cluster(
     sim.clear_faults()
     sync_until(cluster, lambda: PodInstance.objects.filter(uid__in=gone, gone_at=None).count() == 0)
     sync_until(cluster, lambda: ready(job) == 2)  # and the drift was repaired
+
+
+def test_it_forgets_observations_stored_under_other_fields_and_derives_everything(
+    alice: User, cluster: Cluster
+) -> None:
+    """A release whose observations have other fields must not read the old ones back."""
+    running(alice, cluster)
+    Cluster.objects.filter(pk=cluster.pk).update(
+        watch_cursors={**cursors(cluster), "observations": "old"}
+    )
+    ObservedObject.objects.filter(cluster=cluster).update(data="{}")  # unreadable by this one
+    result = sync_cluster(cluster.pk)
+    assert result.relisted and result.reachable and result.jobs == 1
+    assert ObservedObject.objects.filter(cluster=cluster, data="{}").count() == 0
 
 
 def test_events_applied_twice_change_nothing(

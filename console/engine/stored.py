@@ -1,0 +1,55 @@
+"""Observations as the database keeps them: a cluster's objects are parsed once, when they
+change, and stored as their observation's fields in JSON (about 400 bytes for a pod instead of
+2.5 KB of object); reading one back builds the dataclass without parsing the object again.
+
+The stored form follows the observation classes' fields: `SCHEMA` names them, and a cycle that
+finds other stored fields forgets what is stored and relists (console.engine.cycle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import orjson
+
+from console.engine.streams import STREAMS
+from console.kube.observations import Owner
+from jobs.choices import PodPhase
+
+_POD_PHASES = {phase.value: phase for phase in PodPhase}
+
+
+def freeze(observation: Any) -> str:
+    return orjson.dumps(observation).decode()
+
+
+@cache
+def _times(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind) if "datetime" in str(f.type))
+
+
+def thaw(kind: type, data: str) -> Any:
+    values: dict[str, Any] = orjson.loads(data)
+    for name in _times(kind):
+        if values[name] is not None:
+            values[name] = datetime.fromisoformat(values[name])
+    if "owner" in values:
+        values["owner"] = Owner(**values["owner"])
+    if "phase" in values and "pod_ip" in values:  # a pod: its phase is the vocabulary's
+        values["phase"] = _POD_PHASES.get(values["phase"])
+    return kind(**values)
+
+
+def _schema() -> str:
+    kinds = sorted({stream.observation for stream in STREAMS}, key=lambda kind: kind.__name__)
+    fields = [
+        f"{kind.__name__}:{','.join(f.name for f in dataclasses.fields(kind))}" for kind in kinds
+    ]
+    return hashlib.blake2b(";".join(fields).encode(), digest_size=6).hexdigest()
+
+
+SCHEMA = _schema()
