@@ -217,9 +217,11 @@ def _unreachable(
 ) -> SyncResult:  # fmt: skip
     message = str(error)
     stored = encode(unreachable_reason(error))
+    dropped = {"observations": SCHEMA}  # no stream cursor: the next cycle relists
     finish(
-        cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now, watch_cursors={}
-    )
+        cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now,
+        watch_cursors=dropped,
+    )  # fmt: skip
     logger.warning("cluster %s unreachable: %s", cluster.name, message)
     return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 
