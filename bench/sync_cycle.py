@@ -34,6 +34,7 @@ from django.test.utils import CaptureQueriesContext
 
 from console.engine.cycle import SyncResult, sync_cluster
 from console.engine.one_job import gateway_for
+from console.engine.stored import SCHEMA
 from console.engine.streams import STREAMS
 from console.kube import MANAGED_SELECTOR
 from console.kube.gateway import STATEFULSETS, Gateway
@@ -164,7 +165,7 @@ def _quiet(cluster: Cluster) -> Cost:
 
 def _relist(cluster: Cluster) -> Cost:
     def relist() -> SyncResult:
-        Cluster.objects.filter(pk=cluster.pk).update(watch_cursors={})
+        Cluster.objects.filter(pk=cluster.pk).update(watch_cursors={"observations": SCHEMA})
         return sync_cluster(cluster.pk)
 
     cost = best(REPEATS, relist)
