@@ -24,7 +24,7 @@ from django.utils.translation import ngettext
 from console.models import Cluster
 from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import Freshness, is_stale, job_freshness
-from jobs.access import User, jobs_for
+from jobs.access import User, clusters_for, is_operator, jobs_for
 from jobs.attention import Reason, known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
 from jobs.models import Job, Operation
@@ -225,8 +225,8 @@ class ClusterLine:
     stale: bool
 
 
-def cluster_lines(now: datetime) -> list[ClusterLine]:
-    clusters = Cluster.objects.values("pk", "name", "reachable", "message", "last_synced_at")
+def cluster_lines(now: datetime, visible: QuerySet[Cluster]) -> list[ClusterLine]:
+    clusters = visible.values("pk", "name", "reachable", "message", "last_synced_at")
     return [
         ClusterLine(
             pk=cluster["pk"],
@@ -250,10 +250,10 @@ def phase_counts(user: User) -> list[tuple[str, int]]:
 @login_required
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
-    attention, attention_total = attention_jobs(request.user, now, request.user.is_staff)
+    attention, attention_total = attention_jobs(request.user, now, is_operator(request.user))
     context = {
         "phase_counts": phase_counts(request.user),
-        "clusters": cluster_lines(now),
+        "clusters": cluster_lines(now, clusters_for(request.user)),
         "attention": attention,
         "attention_total": attention_total,
         "stuck_minutes": int(STUCK_PENDING_AFTER.total_seconds() // 60),

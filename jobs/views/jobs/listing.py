@@ -18,9 +18,8 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext
 
 from console import status
-from console.models import Cluster
 from console.polling import HtmxHttpRequest, fragment_version
-from jobs.access import jobs_for, projects_for
+from jobs.access import clusters_for, jobs_for, projects_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
 from jobs.views.jobs.common import (
@@ -51,7 +50,7 @@ def job_list(request: HtmxHttpRequest) -> HttpResponse:
 
 def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     projects = list(projects_for(request.user).values_list("name", flat=True))
-    clusters = list(Cluster.objects.values_list("name", flat=True))
+    clusters = list(clusters_for(request.user).values_list("name", flat=True))
     form = JobFilterForm(request.GET, projects=projects, clusters=clusters)
     filters = form.filters()
     page = Paginator(_filtered(request, filters).order_by(*form.ordering()), PAGE_SIZE).get_page(
