@@ -168,7 +168,9 @@ def test_a_viewer_lists_and_reads_jobs(job: Job, viewer: User) -> None:
 # --- reading -------------------------------------------------------------------------------
 
 
-def test_job_detail_shows_tasks_and_workers(job: Job, alice: User) -> None:
+def test_job_detail_shows_tasks_and_workers(job: Job, alice: User, olga: User) -> None:
+    """alice, a member, gets the restart count as null (spec §Pod and Worker status: for
+    authorised operators; jobs.diagnostics); olga, an operator, gets it."""
     now = timezone.now()
     head = job.tasks.get(role="head")
     Worker.objects.create(
@@ -214,11 +216,13 @@ def test_job_detail_shows_tasks_and_workers(job: Job, alice: User) -> None:
             "ip": "10.0.0.7",
             "phase": "Running",
             "ready": True,
-            "restart_count": 2,
+            "restart_count": None,
             "reason": "",
             "last_reported_at": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         }
     ]
+    (worker,) = call("get", f"/jobs/{job.pk}", olga).json()["tasks"][0]["workers"]
+    assert worker["restart_count"] == 2
 
 
 def test_job_list_filters_and_pages(alice: User, cluster: Cluster) -> None:

@@ -20,6 +20,7 @@ from django.utils.translation import gettext
 from console import status
 from console.polling import HtmxHttpRequest, fragment_version
 from jobs.access import clusters_for, jobs_for, projects_for
+from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
 from jobs.views.jobs.common import (
@@ -57,7 +58,7 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
         request.GET.get("page")
     )
     now = timezone.now()
-    rows = _rows(page, now)
+    rows = _rows(page, now, diagnostics_for(request.user))
     version = fragment_version(
         page.paginator.count,
         page.number,
@@ -97,7 +98,8 @@ def _filtered(request: HtmxHttpRequest, filters: dict[str, str]) -> QuerySet[Job
 
 @dataclass(frozen=True)
 class Row:
-    """A Job with when the cluster last reported on it and whether that is stale."""
+    """A Job with when the cluster last reported on it and whether that is stale, and whether
+    the reader sees its diagnostics (its message is worded for them)."""
 
     job: Job
     observed_at: datetime | None
@@ -105,9 +107,10 @@ class Row:
     reachable: bool
     age: str
     created: str  # local time, for the hover (rendered here: 50 date filters cost ~5 ms)
+    diagnostics: bool = False
 
 
-def _rows(page: Page[Job], now: datetime) -> list[Row]:
+def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]:
     rows = []
     for job in page.object_list:
         freshness = status.job_freshness(job, now)
@@ -115,7 +118,9 @@ def _rows(page: Page[Job], now: datetime) -> list[Row]:
         reachable = cluster.reachable
         stale = freshness.stale or cluster.stale
         created = timezone.localtime(job.created_at).strftime("%Y-%m-%d %H:%M:%S")
-        rows.append(Row(job, freshness.observed_at, stale, reachable, _age(job, now), created))
+        shown = diagnostics.shown(job.project_id)
+        row = Row(job, freshness.observed_at, stale, reachable, _age(job, now), created, shown)
+        rows.append(row)
     return rows
 
 
@@ -131,7 +136,8 @@ def _row_key(row: Row) -> tuple[object, ...]:
     the version, not every sync, refreshes their display."""
     job = row.job
     return (job.pk, job.name, job.phase, job.message, job.stopped, job.observed_at,
-            job.cluster_id, job.project_id, job.owner_id, row.stale, row.reachable)  # fmt: skip
+            job.cluster_id, job.project_id, job.owner_id, row.stale, row.reachable,
+            row.diagnostics)  # fmt: skip
 
 
 def _sort_links(filters: dict[str, str], current: str) -> dict[str, str]:
