@@ -81,19 +81,8 @@ def _operated_project(request: HttpRequest, pk: int) -> Project:
     return project
 
 
-@login_required
-@require_http_methods(["GET", "POST"])
-def project_list(request: HttpRequest) -> HttpResponse:
-    """The projects the user sees, with their role in each; a POST (operators) creates one."""
-    operator = is_operator(request.user)
-    form = ProjectForm(request.POST or None) if operator else None
-    if request.method == "POST":
-        if form is None:
-            raise PermissionDenied(_("Only operators create projects."))
-        if form.is_valid():
-            project = changes.create_project(form.cleaned_data["name"])
-            messages.success(request, _("Project %(name)s created.") % {"name": project.name})
-            return redirect("project", project.pk)
+def _project_rows(request: HttpRequest) -> list[tuple[Project, str | None]]:
+    """The projects the reader sees, with counts, clusters and the reader's role in each."""
     clusters = Prefetch("clusters", queryset=Cluster.objects.order_by("name").only("pk", "name"))
     live = Q(jobs__delete_requested_at__isnull=True)
     projects = (
@@ -107,8 +96,24 @@ def project_list(request: HttpRequest) -> HttpResponse:
     reader: Any = request.user.pk  # login_required: a user's
     mine = Membership.objects.filter(user_id=reader)
     roles = dict(mine.values_list("project_id", "role"))
+    return [(project, roles.get(project.pk)) for project in projects]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def project_list(request: HttpRequest) -> HttpResponse:
+    """The projects the user sees, with their role in each; a POST (operators) creates one."""
+    operator = is_operator(request.user)
+    form = ProjectForm(request.POST or None) if operator else None
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied(_("Only operators create projects."))
+        if form.is_valid():
+            project = changes.create_project(form.cleaned_data["name"])
+            messages.success(request, _("Project %(name)s created.") % {"name": project.name})
+            return redirect("project", project.pk)
     context = {
-        "projects": [(project, roles.get(project.pk)) for project in projects],
+        "projects": _project_rows(request),
         "form": form,
         "operator": operator,
         "operators": operator_names(),
