@@ -21,6 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from console.models import Cluster, Membership, Node, Project
+from jobs.access import operators_group
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.models import Job, Operation, Task
 from jobs.spec import TaskSpec
@@ -73,7 +74,8 @@ def _analyze() -> None:
 
 def _setup() -> tuple[Client, Project, Cluster]:
     project = Project.objects.create(name="bench")
-    user = User.objects.create_user("bench", is_staff=True)
+    user = User.objects.create_user("bench")
+    user.groups.add(operators_group())  # an operator: the workers page with its history
     Membership.objects.create(user=user, project=project)
     owners = User.objects.bulk_create(User(username=f"owner{n}") for n in range(20))
     for owner in owners:
@@ -82,6 +84,7 @@ def _setup() -> tuple[Client, Project, Cluster]:
     cluster = Cluster.objects.create(
         name="bench", kubeconfig="-", reachable=True, last_synced_at=now, last_attempt_at=now
     )
+    project.clusters.add(cluster)
     Node.objects.bulk_create(
         Node(cluster=cluster, name=f"node-{n}", phase=Node.Phase.ONLINE, observed_at=now)
         for n in range(100)

@@ -21,8 +21,11 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    """Operators also manage projects on the console's projects pages (console.views.projects)."""
+
     list_display = ["name", "created_at"]
     search_fields = ["name"]
+    filter_horizontal = ["clusters"]
     inlines = [MembershipInline]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from django.conf import settings
 from django.db import models
@@ -13,13 +13,30 @@ from django.utils.translation import gettext_lazy as _
 
 
 class Project(models.Model):
-    """Every Job and Workflow belongs to one; every query of them is scoped by membership."""
+    """Every Job and Workflow belongs to one; every query of them is scoped by membership.
+    Its Jobs may run only on the clusters listed in `clusters`, chosen by operators."""
 
     name = models.SlugField(_("name"), max_length=63, unique=True)
+    clusters: models.ManyToManyField[Cluster, Any] = models.ManyToManyField(
+        "Cluster",
+        blank=True,
+        related_name="projects",
+        verbose_name=_("clusters"),
+        help_text=_("The clusters this project's jobs may run on."),
+    )
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
 
     class Meta:
         ordering = ["name"]
+        # The global operator role (jobs.access.is_operator), given through the group
+        # "operators" (migration console/0003); superusers hold every permission.
+        permissions = [
+            (
+                "operate_platform",
+                "Operate the platform: read every project and its diagnostics, manage "
+                "projects and their members",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

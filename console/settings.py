@@ -41,6 +41,13 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     return number
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env(name, default)
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
 def database_from_url(url: str) -> dict[str, object]:
     """DATABASE_URL as postgres://user:pass@host:port/name or sqlite:///path."""
     parsed = urlparse(url)
@@ -138,6 +145,7 @@ TEMPLATES = [
                 "django.template.context_processors.tz",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.context_processors.roles",
             ],
         },
     },
@@ -192,6 +200,10 @@ TRAINYARD_KUBE_READ_TIMEOUT = env_int("TRAINYARD_KUBE_READ_TIMEOUT", 30, minimum
 # relist compares everything with the cluster again (console.engine.observe).
 TRAINYARD_WATCH_SECONDS = env_int("TRAINYARD_WATCH_SECONDS", 1, minimum=1)
 TRAINYARD_RELIST_SECONDS = env_int("TRAINYARD_RELIST_SECONDS", 600, minimum=1)
+# Who sees restart counts, exit codes and termination reasons (spec §Pod and Worker status: for
+# authorised operators): "operators", or "members" to open them to the members of a Job's
+# project too (jobs.diagnostics).
+TRAINYARD_DIAGNOSTICS = env_choice("TRAINYARD_DIAGNOSTICS", "operators", ("operators", "members"))
 
 LOGGING = {
     "version": 1,

@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from console.views import clusters, dashboard, tokens
+from console.views import clusters, dashboard, projects, tokens
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -21,6 +21,20 @@ urlpatterns = [
     path("clusters/", clusters.cluster_list, name="clusters"),
     path("nodes/", clusters.node_list, name="nodes"),
     path("addons/", clusters.addon_list, name="addons"),
+    path("projects/", projects.project_list, name="projects"),
+    path("projects/<int:pk>/", projects.project_detail, name="project"),
+    path("projects/<int:pk>/members/", projects.project_member_add, name="project_member_add"),
+    path(
+        "projects/<int:pk>/members/<int:member_pk>/role/",
+        projects.project_member_role,
+        name="project_member_role",
+    ),
+    path(
+        "projects/<int:pk>/members/<int:member_pk>/remove/",
+        projects.project_member_remove,
+        name="project_member_remove",
+    ),
+    path("projects/<int:pk>/clusters/", projects.project_clusters, name="project_clusters"),
     path("account/tokens/", tokens.token_list, name="api_tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.token_revoke, name="api_token_revoke"),
 ]

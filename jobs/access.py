@@ -1,33 +1,130 @@
-"""Every query of Jobs and Workflows is scoped by project membership: one place decides it."""
+"""Who may read and operate what. Every query of Jobs and Workflows is scoped here, and the global
+operator role is decided here, by one function (`is_operator`) that every check calls.
+
+The spec's people (docs/decisions.md, "Roles"): a project's *viewers* read its Jobs; its
+*members* also operate them (create, stop, resume, clone, delete); *operators* (the permission
+`console.operate_platform`, given through the group "operators"; superusers hold it too) read
+every project, see the diagnostics the spec reserves for authorised operators, and manage
+projects, their members and their clusters. Operating a project's Jobs takes the member role,
+for operators too.
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import (
+    AbstractBaseUser,
+    AnonymousUser,
+    Group,
+    Permission,
+    PermissionsMixin,
+)
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils.translation import gettext as _
 
-from console.models import Membership, Project
+from console.models import Cluster, Membership, Project
 from jobs.models import Job, Workflow
 
 User = AbstractBaseUser | AnonymousUser
 
+OPERATE_PLATFORM = "console.operate_platform"
+OPERATORS_GROUP = "operators"
+# How many operators a page names when it says whom to ask.
+OPERATORS_NAMED = 10
+
+
+def is_operator(user: User) -> bool:
+    """The global operator role: an active user holding `console.operate_platform` (through the
+    group "operators", or directly), or an active superuser. Not `is_staff`: the admin site is
+    another matter."""
+    if not isinstance(user, PermissionsMixin) or not user.is_active:
+        return False
+    return user.has_perm(OPERATE_PLATFORM)
+
+
+def operators_group() -> Group:
+    """The group whose users are operators. Migration console/0003 makes it; it is made again
+    here when missing (a database flushed by tests keeps permissions but not groups)."""
+    app_label, codename = OPERATE_PLATFORM.split(".")
+    permission = Permission.objects.get(content_type__app_label=app_label, codename=codename)
+    group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
+    group.permissions.add(permission)
+    return group
+
+
+def operator_names() -> list[str]:
+    """Whom to ask for a project or a role: the active operators' user names, at most
+    OPERATORS_NAMED, in order."""
+    app_label, codename = OPERATE_PLATFORM.split(".")
+    holds = {"content_type__app_label": app_label, "codename": codename}
+    permission = Permission.objects.filter(**holds)
+    operators = (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(
+            Q(is_superuser=True)
+            | Q(user_permissions__in=permission)
+            | Q(groups__permissions__in=permission)
+        )
+    )
+    names = operators.order_by("username").values_list("username", flat=True).distinct()
+    return list(names[:OPERATORS_NAMED])
+
 
 def projects_for(user: User, *, write: bool = False) -> QuerySet[Project]:
-    """The projects `user` may see (or, with write=True, operate in)."""
+    """The projects `user` may see (operators: every one), or, with write=True, operate in:
+    those where they hold the member role, operators included."""
     if not user.is_authenticated:
         return Project.objects.none()
+    if is_operator(user) and not write:
+        return Project.objects.all()
     memberships = Membership.objects.filter(user_id=user.pk)
     if write:
         memberships = memberships.filter(role=Membership.Role.MEMBER)
     return Project.objects.filter(pk__in=memberships.values("project"))
 
 
-def is_operator(user: User) -> bool:
-    """Operators see what spec §Where to look reserves for authorised operators (restart
-    counts, exit codes, the instance history). For now: staff or superusers."""
-    staff = getattr(user, "is_staff", False) or getattr(user, "is_superuser", False)
-    return bool(user.is_authenticated and staff)
+def clusters_for(user: User) -> QuerySet[Cluster]:
+    """The clusters `user` may see: operators every one; anyone else those that the projects
+    they see may use (`Project.clusters`)."""
+    if is_operator(user):
+        return Cluster.objects.all()
+    return Cluster.objects.filter(pk__in=projects_for(user).values("clusters"))
+
+
+def usable_clusters(user: User) -> QuerySet[Cluster]:
+    """The clusters `user` may create jobs on: those of the projects they operate in."""
+    return Cluster.objects.filter(pk__in=projects_for(user, write=True).values("clusters"))
+
+
+def cannot_operate(user: User, project: Project) -> str:
+    """Why `user` may read `project` but not operate its jobs, and who can change that."""
+    if is_operator(user):
+        return _(
+            "Operators read every project but operate only where they are members: add "
+            "yourself to %(project)s as a member on its project page."
+        ) % {"project": project.name}
+    return _(
+        "You are a viewer of %(project)s: viewers read its jobs. An operator can make you a member."
+    ) % {"project": project.name}
+
+
+def cannot_create(user: User) -> str:
+    """Why `user` may create jobs in no project, and who can change that."""
+    if is_operator(user):
+        return _(
+            "Operators read every project but create jobs only where they are members: add "
+            "yourself to a project as a member on its project page."
+        )
+    if projects_for(user).exists():
+        return _(
+            "You are a viewer in every project you belong to: viewers read jobs but do not "
+            "create them. An operator can make you a member."
+        )
+    return _("You are not a member of any project, so you cannot create jobs. An operator can "
+             "add you to one.")  # fmt: skip
 
 
 def jobs_for(user: User) -> QuerySet[Job]:
@@ -40,13 +137,13 @@ def workflows_for(user: User) -> QuerySet[Workflow]:
 
 
 def get_job_for_user(user: User, pk: int, *, write: bool = False) -> Job:
-    """The Job, or 404 for anyone outside its project (no hint that it exists); 403 for a viewer
-    asking to operate on it."""
+    """The Job, or 404 for anyone outside its project (no hint that it exists); 403 for a
+    reader who may not operate on it (a viewer, an operator who is not a member)."""
     job = jobs_for(user).select_related("cluster", "project", "owner").filter(pk=pk).first()
     if job is None:
         raise Http404("No such job.")
     if write and not projects_for(user, write=True).filter(pk=job.project_id).exists():
-        raise PermissionDenied("Viewers of this project cannot operate on its jobs.")
+        raise PermissionDenied(cannot_operate(user, job.project))
     return job
 
 

@@ -16,11 +16,12 @@ from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
 
 class WordedMessage:
     """Shows a stored message worded in the operator's language (jobs.messages), not its
-    stored form: list `"worded_message"` where `"message"` was, and exclude `message`."""
+    stored form: list `"worded_message"` where `"message"` was, and exclude `message`. With
+    its diagnostics: the admin shows the stored facts (restart counts, exit codes) anyway."""
 
     @admin.display(description=_("message"))
     def worded_message(self, obj: Any) -> SafeString:
-        return render_html(obj.message)
+        return render_html(obj.message, diagnostics=True)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

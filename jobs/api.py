@@ -29,6 +29,9 @@ from pydantic import ValidationError as ModelInvalid
 
 from console.models import Addon, ApiToken, Cluster, Node
 from jobs.access import (
+    cannot_create,
+    cannot_operate,
+    clusters_for,
     get_job_for_user,
     get_workflow_for_user,
     jobs_for,
@@ -265,13 +268,15 @@ def _json_body(
 
 
 def _forbid_viewer(user: AbstractBaseUser, project: Any) -> None:
-    """A viewer of the project asked to create in it: 403, as for every other write."""
+    """A reader who may not operate in the project asked to create in it: 403, as for every
+    other write (a project they cannot see is the spec's 422, with no hint that it exists)."""
     visible, writable = projects_for(user), projects_for(user, write=True)
     if isinstance(project, str):
-        if visible.filter(name=project).exists() and not writable.filter(name=project).exists():
-            raise PermissionDenied(f"Viewers of {project} cannot create in it.")
+        named = visible.filter(name=project).first()
+        if named is not None and not writable.filter(pk=named.pk).exists():
+            raise PermissionDenied(cannot_operate(user, named))
     elif project is None and visible.exists() and not writable.exists():
-        raise PermissionDenied("You are a viewer in all your projects: you cannot create.")
+        raise PermissionDenied(cannot_create(user))
 
 
 def _tasks_prefetch() -> Prefetch[Any]:
@@ -302,19 +307,23 @@ ObjectId = PathEx[int, P(ge=1, le=MAX_ID)]
 
 @api.get("/clusters", response={200: list[ClusterOut], **READ}, tags=["clusters"])
 def list_clusters(request: HttpRequest) -> QuerySet[Cluster]:
-    """Every registered cluster, its reachability and when it was last synced."""
-    return Cluster.objects.all()
+    """The clusters you may see (operators: every one; others: those their projects may use),
+    their reachability and when each was last synced."""
+    return clusters_for(_user(request))
 
 
 @api.get("/nodes", response={200: list[NodeOut], **READ}, tags=["clusters"])
 def list_nodes(request: HttpRequest, cluster: str | None = None) -> QuerySet[Node]:
-    nodes = Node.objects.select_related("cluster")
+    """The nodes of the clusters you may see."""
+    nodes = Node.objects.filter(cluster__in=clusters_for(_user(request))).select_related("cluster")
     return nodes.filter(cluster__name=cluster) if cluster else nodes
 
 
 @api.get("/addons", response={200: list[AddonOut], **READ}, tags=["clusters"])
 def list_addons(request: HttpRequest, cluster: str | None = None) -> QuerySet[Addon]:
-    addons = Addon.objects.select_related("cluster")
+    """The add-ons of the clusters you may see."""
+    addons = Addon.objects.filter(cluster__in=clusters_for(_user(request)))
+    addons = addons.select_related("cluster")
     return addons.filter(cluster__name=cluster) if cluster else addons
 
 

@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 from console.kube.problems import STARTING
 from console.models import Node
 from jobs.choices import JobPhase, PodPhase, TaskPhase
+from jobs.diagnostics import Diagnostics, worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Task
 from jobs.troubleshoot import (
@@ -65,10 +66,10 @@ def _settled(now: datetime, task: str = "") -> Q:
     )
 
 
-def suspect_workers(now: datetime, operator: bool) -> Q:
+def suspect_workers(now: datetime, diagnostics: Diagnostics) -> Q:
     """Worker rows in which `diagnose` can find a problem: a reason other than a healthy start, a
     Failed pod, a Running pod not ready once its Task has settled, a pod missing from the last
-    report or on an Offline node, and, for operators who see restart counts, a restart."""
+    report or on an Offline node, and, where the reader sees restart counts, a restart."""
     offline = Node.objects.filter(
         cluster_id=OuterRef("task__job__cluster_id"),
         name=OuterRef("node_name"),
@@ -81,7 +82,9 @@ def suspect_workers(now: datetime, operator: bool) -> Q:
         | Q(last_reported_at__lt=F("task__observed_at"))
         | Q(Exists(offline))
     )
-    return suspect | Q(restart_count__gt=0) if operator else suspect
+    if not diagnostics.anywhere:
+        return suspect
+    return suspect | (Q(restart_count__gt=0) & diagnostics.rows("task__job__project"))
 
 
 def _troubled_tasks(now: datetime) -> Q:
@@ -97,28 +100,29 @@ def _troubled_tasks(now: datetime) -> Q:
     return ~Q(apply_error="") | Q(phase=TaskPhase.FAILED) | no_pods
 
 
-def may_have_a_problem(now: datetime, operator: bool) -> Q:
+def may_have_a_problem(now: datetime, diagnostics: Diagnostics) -> Q:
     """The live Jobs `known_problems` may find something in (pods only while a Job is Pending or
     Running, as the panel judges a stopped Job by its apply and cluster layers only). A Failed
     Job is listed for its failure (console.views.dashboard), not here."""
-    workers = Worker.objects.filter(suspect_workers(now, operator)).values("task__job_id")
+    workers = Worker.objects.filter(suspect_workers(now, diagnostics)).values("task__job_id")
     tasks = Task.objects.filter(_troubled_tasks(now)).values("job_id")
     live = (JobPhase.PENDING, JobPhase.RUNNING)
     return Q(phase__in=live, pk__in=workers) | Q(phase__in=(*live, JobPhase.STOPPED), pk__in=tasks)
 
 
 def known_problems(
-    jobs: Sequence[Job], now: datetime, operator: bool
+    jobs: Sequence[Job], now: datetime, diagnostics: Diagnostics
 ) -> dict[int, tuple[Reason, ...]]:
     """What the troubleshooting panel would say about each Job to this user, worded alike, in
-    three queries whatever the number of Jobs (four for an operator, who sees exit details)."""
+    three queries whatever the number of Jobs (four for a reader who sees exit details)."""
     ids = [job.pk for job in jobs]
-    tasks, pods = _tasks(ids), _pods(ids, now, operator)
+    shown = {job.pk: diagnostics.shown(job.project_id) for job in jobs}
+    tasks, pods = _tasks(ids), _pods(ids, now, diagnostics, shown)
     nodes = _nodes({job.cluster_id for job in jobs})
     found = {}
     for job in jobs:
         facts = [
-            task_facts(job, task, pods.get(task.pk, ()), task.pods, now)
+            task_facts(job, task, pods.get(task.pk, ()), task.pods, now, shown[job.pk])
             for task in tasks.get(job.pk, [])
         ]
         found[job.pk] = _problems(job, nodes.get(job.cluster_id, []), facts)
@@ -153,8 +157,8 @@ TASK_FIELDS = (
     "message", "apply_error", "node_selector", "applied_at",
 )  # fmt: skip
 POD_FIELDS = (
-    "task_id", "pod_name", "pod_uid", "node_name", "phase", "ready", "reason", "message",
-    "restart_count", "last_reported_at", "task__observed_at",
+    "task_id", "task__job_id", "pod_name", "pod_uid", "node_name", "phase", "ready", "reason",
+    "message", "restart_count", "last_reported_at", "task__observed_at",
 )  # fmt: skip
 
 
@@ -171,29 +175,36 @@ def _tasks(job_ids: list[int]) -> dict[int, list[Any]]:
     return found
 
 
-def _pods(job_ids: list[int], now: datetime, operator: bool) -> dict[int, list[PodFacts]]:
-    """The suspect Workers of each Job, at most SUSPECT_LIMIT a Job as on the panel, by Task."""
+def _pods(
+    job_ids: list[int], now: datetime, diagnostics: Diagnostics, shown: dict[int, bool]
+) -> dict[int, list[PodFacts]]:
+    """The suspect Workers of each Job, at most SUSPECT_LIMIT a Job as on the panel, by Task;
+    `shown` says, per Job, whether the reader sees its diagnostics."""
     nth = Window(
         RowNumber(), partition_by=F("task__job_id"), order_by=(F("task_id"), F("pod_name"))
     )
     rows = list(
         Worker.objects.filter(task__job_id__in=job_ids)
-        .filter(suspect_workers(now, operator))
+        .filter(suspect_workers(now, diagnostics))
         .annotate(nth=nth)
         .filter(nth__lte=SUSPECT_LIMIT)
         .order_by("task_id", "pod_name")
         .values_list(*POD_FIELDS, named=True)
     )
-    exits = instance_details(rows) if operator else {}
+    exits = instance_details([row for row in rows if shown[row.task__job_id]])
     found: dict[int, list[PodFacts]] = {}
     for row in rows:
-        found.setdefault(row.task_id, []).append(pod_facts(row, operator, exits))
+        facts = pod_facts(row, shown[row.task__job_id], exits)
+        found.setdefault(row.task_id, []).append(facts)
     return found
 
 
 def instance_details(rows: Sequence[Any]) -> dict[str, tuple[int | None, str]]:
-    """For operators: the last exit code and termination reason of each current pod instance."""
+    """For readers who see diagnostics: the last exit code and termination reason of each
+    current pod instance (no query when there is none)."""
     uids = [row.pod_uid for row in rows if row.pod_uid]
+    if not uids:
+        return {}
     instances = PodInstance.objects.filter(uid__in=uids).order_by()
     return {
         uid: (code, reason)
@@ -215,9 +226,10 @@ def _nodes(cluster_ids: set[int]) -> dict[int, list[NodeFacts]]:
     return found
 
 
-def pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]]) -> PodFacts:
+def pod_facts(row: Any, diagnostics: bool, exits: dict[str, tuple[int | None, str]]) -> PodFacts:
     """A Worker row (values with `task__observed_at`) as the panel judges it, for the job page
-    and the dashboard alike: restart counts and exit details for operators only."""
+    and the dashboard alike: restart counts, exit details and termination reasons only for a
+    reader who sees diagnostics (jobs.diagnostics; `exits` is empty for anyone else)."""
     exit_code, termination = exits.get(row.pod_uid, (None, ""))
     observed: datetime | None = row.task__observed_at
     return PodFacts(
@@ -225,19 +237,25 @@ def pod_facts(row: Any, operator: bool, exits: dict[str, tuple[int | None, str]]
         node_name=row.node_name,
         phase=row.phase,
         ready=row.ready,
-        reason=row.reason,
-        message=render_text(row.message),
+        reason=worker_reason(row.reason, row.message, diagnostics),
+        message=render_text(row.message, diagnostics),
         in_last_report=observed is None or row.last_reported_at >= observed,
-        restart_count=row.restart_count if operator else None,
+        restart_count=row.restart_count if diagnostics else None,
         last_exit_code=exit_code,
         termination_reason=termination,
     )
 
 
 def task_facts(
-    job: Job, task: Any, pods: Sequence[PodFacts], pod_count: int, now: datetime
+    job: Job,
+    task: Any,
+    pods: Sequence[PodFacts],
+    pod_count: int,
+    now: datetime,
+    diagnostics: bool,
 ) -> TaskFacts:
-    """A Task (row or values) as the panel judges it, for the job page and the dashboard alike."""
+    """A Task (row or values) as the panel judges it, for the job page and the dashboard alike;
+    its message as this reader may read it."""
     since = task.applied_at or job.created_at
     return TaskFacts(
         role=task.role,
@@ -245,7 +263,7 @@ def task_facts(
         desired_replicas=task.desired_replicas,
         ready_replicas=task.ready_replicas,
         observed=task.observed_at is not None,
-        message=render_text(task.message),
+        message=render_text(task.message, diagnostics),
         apply_error=task.apply_error,
         node_selector=task.node_selector or {},
         pods=tuple(pods),

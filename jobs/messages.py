@@ -9,6 +9,12 @@ plain value (a name, a number, a Kubernetes reason word: shown as it is), Kubern
 those (joined). Encoding is deterministic, so an unchanged code and parameters give the same
 string and the sync compares stored strings to decide whether anything is written.
 
+Some codes carry diagnostics (restart counts, exit codes, termination reasons), which spec §Pod
+and Worker status reserves for authorised operators. They are stored like any other; a reader
+who may not see them (jobs.diagnostics decides who) gets each such message as its meaning
+(`WITHHELD`, `withhold`): every rendering below takes `diagnostics`, False unless the caller
+says the reader may see them.
+
 Pure: no ORM. The wording is read at render time (`gettext` of the active language).
 """
 
@@ -157,7 +163,37 @@ CODES: dict[str, Promise | str] = {
     "refused.kept_changing": _("The job kept changing during the request; try again."),
     "refused.confirm_name": _("Type the job's name, %(name)s, to confirm the deletion."),
     "refused.already_deleting": _("This job is already being deleted."),
+    # What a reader without diagnostics reads instead of a message that carries them (WITHHELD).
+    "pod.crash_loop_meaning": _(
+        "%(pod)s: CrashLoopBackOff: the container keeps restarting after an error; read its "
+        "logs or ask an operator"
+    ),
+    "pod.failed_meaning": _(
+        "%(pod)s: Failed: a container ended with an error; read its logs or ask an operator"
+    ),
+    "pod.restarted_meaning": _(
+        "%(pod)s: the container restarted after an error; read its logs or ask an operator"
+    ),
+    "exit.meaning": _("ended with an error"),
+    "worker.exit_meaning": _(
+        "The container ended; its exit code and termination reason are for operators. Read "
+        "its logs or ask an operator."
+    ),
+    "worker.completed_meaning": _("The container ended successfully."),
 }
+
+# The codes whose parameters are diagnostics, and the code of their meaning, which keeps only
+# the pod's name (a Worker's exit code 0 reads "ended successfully", which is its meaning).
+WITHHELD: dict[str, str] = {
+    "pod.crash_loop": "pod.crash_loop_meaning",
+    "pod.failed": "pod.failed_meaning",
+    "pod.oom_killed": "pod.restarted_meaning",
+    "exit.code": "exit.meaning",
+    "exit.code_reason": "exit.meaning",
+    "worker.exit.code": "worker.exit_meaning",
+    "worker.exit.code_reason": "worker.exit_meaning",
+}
+KEPT_PARAMS = ("pod",)
 
 
 def kubernetes(text: str) -> Message | str:
@@ -219,6 +255,42 @@ def decode(stored: str) -> Message | str:
     return decoded if isinstance(decoded, Message) else stored
 
 
+# --- per reader ----------------------------------------------------------------------------
+
+
+def _meaning(message: Message) -> Message:
+    code = WITHHELD[message.code]
+    if code == "worker.exit_meaning" and message.params.get("code") == 0:
+        code = "worker.completed_meaning"
+    return Message(code, {k: v for k, v in message.params.items() if k in KEPT_PARAMS})
+
+
+def withhold(param: Param) -> Param:
+    """The message as a reader without diagnostics sees it: each code of WITHHELD, wherever it
+    is nested (a Job's message holds its Tasks', which hold a pod's problem), replaced by its
+    meaning. Everything else is kept as it is."""
+    if isinstance(param, Stored):
+        param = decode(param.text)
+    if isinstance(param, Message):
+        if param.code in WITHHELD:
+            return _meaning(param)
+        return Message(param.code, {k: withhold(v) for k, v in param.params.items()})
+    if isinstance(param, str | int | Kube):
+        return param
+    return [withhold(item) for item in param]
+
+
+def carries_diagnostics(stored: str) -> bool:
+    """The message itself (not one nested in it) is one of WITHHELD: a Worker row whose message
+    is its container's exit, and whose reason is then the termination reason."""
+    return api_code(stored, diagnostics=True) in WITHHELD
+
+
+def _for_reader(stored: str, diagnostics: bool) -> Param:
+    decoded = decode(stored)
+    return decoded if diagnostics else withhold(decoded)
+
+
 # --- rendering -----------------------------------------------------------------------------
 
 # Pages poll: the same stored messages are worded again every few seconds. Each process keeps
@@ -258,15 +330,16 @@ def _param_text(name: str, value: Param) -> Any:
     return value if name == "count" and isinstance(value, int) else _text(value)
 
 
-def render_text(stored: str) -> str:
-    """The message in the active language, as plain text (the API, a copied record)."""
-    return _cached_text(stored, get_language())
+def render_text(stored: str, diagnostics: bool = False) -> str:
+    """The message in the active language, as plain text (the API, a copied record); with
+    `diagnostics` for a reader who may see them."""
+    return _cached_text(stored, get_language(), diagnostics)
 
 
 @lru_cache(maxsize=RENDERED)
-def _cached_text(stored: str, language: str | None) -> str:
+def _cached_text(stored: str, language: str | None, diagnostics: bool) -> str:
     """`language` is the cache key only: it is the active one when this runs."""
-    return _text(decode(stored))
+    return _text(_for_reader(stored, diagnostics))
 
 
 def _html(param: Param) -> SafeString:
@@ -290,14 +363,15 @@ def _param_html(name: str, value: Param) -> Any:
     return value if name == "count" and isinstance(value, int) else _html(value)
 
 
-def render_html(stored: str) -> SafeString:
-    """The message in the active language for a page; Kubernetes' text marked and `lang="en"`."""
-    return _cached_html(stored, get_language())
+def render_html(stored: str, diagnostics: bool = False) -> SafeString:
+    """The message in the active language for a page; Kubernetes' text marked and `lang="en"`;
+    with `diagnostics` for a reader who may see them."""
+    return _cached_html(stored, get_language(), diagnostics)
 
 
 @lru_cache(maxsize=RENDERED)
-def _cached_html(stored: str, language: str | None) -> SafeString:
-    return _html(decode(stored))
+def _cached_html(stored: str, language: str | None, diagnostics: bool) -> SafeString:
+    return _html(_for_reader(stored, diagnostics))
 
 
 # --- the JSON API --------------------------------------------------------------------------
@@ -315,15 +389,16 @@ def _api_param(param: Param) -> Any:
     return [_api_param(item) for item in param]
 
 
-def api_code(stored: str) -> str | None:
-    """The stable code, None for plain text (an older row)."""
-    decoded = decode(stored)
+def api_code(stored: str, diagnostics: bool = False) -> str | None:
+    """The stable code, None for plain text (an older row); a meaning's code for a reader
+    without diagnostics."""
+    decoded = _for_reader(stored, diagnostics)
     return decoded.code if isinstance(decoded, Message) else None
 
 
-def api_params(stored: str) -> dict[str, Any]:
+def api_params(stored: str, diagnostics: bool = False) -> dict[str, Any]:
     """The parameters: nested messages as {code, params}, Kubernetes text as {kubernetes}."""
-    decoded = decode(stored)
+    decoded = _for_reader(stored, diagnostics)
     if not isinstance(decoded, Message):
         return {}
     return {name: _api_param(value) for name, value in decoded.params.items()}

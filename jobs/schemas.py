@@ -9,9 +9,34 @@ from ninja import Field, Schema
 
 from console.models import Addon, Node
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase, WorkflowPhase
+from jobs.diagnostics import for_request, worker_reason
 from jobs.lifecycle import allowed_actions
 from jobs.messages import api_code, api_params, render_text
-from jobs.models import Job, Operation, Workflow
+from jobs.models import Job, Operation, Task, Workflow
+
+DIAGNOSTICS = (
+    "Restart counts, exit codes and termination reasons are diagnostics (spec §Pod and Worker "
+    "status: for authorised operators): shown to operators, and to the members of the job's "
+    "project when the console runs with TRAINYARD_DIAGNOSTICS=members. Anyone else gets "
+)
+
+
+def _project_of(obj: Any) -> int | None:
+    """The project of the Job a message or Worker belongs to; None for objects whose messages
+    never carry diagnostics (clusters, add-ons, operations, workflows)."""
+    if isinstance(obj, Job):
+        return obj.project_id
+    if isinstance(obj, Task):
+        return obj.job.project_id
+    return None
+
+
+def shows_diagnostics(obj: Any, context: Any) -> bool:
+    """Whether the request's reader sees the diagnostics of `obj`'s Job (jobs.diagnostics)."""
+    project_id = _project_of(obj)
+    if project_id is None or not context or "request" not in context:
+        return False
+    return for_request(context["request"]).shown(project_id)
 
 
 class ErrorOut(Schema):
@@ -31,7 +56,11 @@ class Worded(Schema):
     Kubernetes is {kubernetes: text}, never translated."""
 
     message: str = Field(
-        description="Worded in the request's language (Accept-Language; English by default)."
+        description="Worded in the request's language (Accept-Language; English by default). "
+        + DIAGNOSTICS
+        + "a message that carries them as its meaning, with the meaning's code and only the "
+        "pod's name as parameter (pod.crash_loop_meaning, pod.failed_meaning, "
+        "pod.restarted_meaning, worker.exit_meaning, worker.completed_meaning)."
     )
     message_code: str | None = Field(
         None, description="Stable code of a message the console wrote; null for plain text."
@@ -42,16 +71,16 @@ class Worded(Schema):
     )
 
     @staticmethod
-    def resolve_message(obj: Any) -> str:
-        return render_text(obj.message)
+    def resolve_message(obj: Any, context: Any) -> str:
+        return render_text(obj.message, shows_diagnostics(obj, context))
 
     @staticmethod
-    def resolve_message_code(obj: Any) -> str | None:
-        return api_code(obj.message)
+    def resolve_message_code(obj: Any, context: Any) -> str | None:
+        return api_code(obj.message, shows_diagnostics(obj, context))
 
     @staticmethod
-    def resolve_message_params(obj: Any) -> dict[str, Any]:
-        return api_params(obj.message)
+    def resolve_message_params(obj: Any, context: Any) -> dict[str, Any]:
+        return api_params(obj.message, shows_diagnostics(obj, context))
 
 
 class ClusterOut(Worded):
@@ -66,9 +95,23 @@ class WorkerOut(Schema):
     ip: str
     phase: PodPhase
     ready: bool
-    restart_count: int
-    reason: str
+    restart_count: int | None = Field(
+        description="The container's restarts. " + DIAGNOSTICS + "null."
+    )
+    reason: str = Field(
+        description="Kubernetes' reason word (CrashLoopBackOff, Unschedulable, ...). When it is "
+        "a container's termination reason (OOMKilled, Error, ...): " + DIAGNOSTICS + "Terminated."
+    )
     last_reported_at: datetime
+
+    @staticmethod
+    def resolve_restart_count(worker: Any, context: Any) -> int | None:
+        return worker.restart_count if shows_diagnostics(worker.task, context) else None
+
+    @staticmethod
+    def resolve_reason(worker: Any, context: Any) -> str:
+        shown = shows_diagnostics(worker.task, context)
+        return worker_reason(worker.reason, worker.message, shown)
 
 
 class TaskOut(Worded):

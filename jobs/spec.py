@@ -213,7 +213,7 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
     spec = _structure(JobSpec, data, errors)
     check_roles(data, errors, "")
     project = resolve_project(data.get("project"), user, errors, "project")
-    _cluster, namespace = check_target(data, errors, "")
+    _cluster, namespace = check_target(data, project, errors, "")
     if errors or spec is None:
         raise SpecInvalid(errors)
     return _resolved(spec, project, namespace)

@@ -96,17 +96,30 @@ def resolve_project(value: Any, user: User, errors: dict[str, str], path: str) -
     return None
 
 
-def _resolve_cluster(value: Any, errors: dict[str, str], path: str) -> Cluster | None:
-    if not isinstance(value, str):
+def _resolve_cluster(
+    value: Any, project: Project | None, errors: dict[str, str], path: str
+) -> Cluster | None:
+    """The named cluster if the project may use it (`Project.clusters`). One message for a
+    cluster that does not exist and one the project may not use, naming those it may use: no
+    hint of other clusters. Without a project (its own error is reported) nothing is judged."""
+    if not isinstance(value, str) or project is None:
         return None
-    cluster = Cluster.objects.filter(name=value).first()
-    if cluster is None:
-        known = ", ".join(Cluster.objects.values_list("name", flat=True)[:20]) or gettext(
-            "none yet"
+    cluster = project.clusters.filter(name=value).first()
+    if cluster is not None:
+        return cluster
+    usable = ", ".join(project.clusters.values_list("name", flat=True)[:20])
+    if usable:
+        message = gettext(
+            "No cluster named %(name)s is available to project %(project)s (it may use: "
+            "%(usable)s)."
         )
-        message = gettext("No cluster is named %(name)s (registered: %(known)s).")
-        _add(errors, path, message % {"name": repr(value), "known": known})
-    return cluster
+    else:
+        message = gettext(
+            "Project %(project)s may use no cluster yet: an operator chooses its clusters on "
+            "the project's page."
+        )
+    _add(errors, path, message % {"name": repr(value), "project": project.name, "usable": usable})
+    return None
 
 
 def _check_name_free(
@@ -125,10 +138,11 @@ def _check_name_free(
 
 
 def check_target(
-    data: Mapping[str, Any], errors: dict[str, str], prefix: str
+    data: Mapping[str, Any], project: Project | None, errors: dict[str, str], prefix: str
 ) -> tuple[Cluster | None, str | None]:
-    """The cluster and namespace the Job's workloads go to, and whether its name is free there."""
-    cluster = _resolve_cluster(data.get("cluster"), errors, prefix + "cluster")
+    """The cluster and namespace the Job's workloads go to (a cluster its project may use),
+    and whether its name is free there."""
+    cluster = _resolve_cluster(data.get("cluster"), project, errors, prefix + "cluster")
     if cluster is None:
         return None, None
     namespace = data.get("namespace")
@@ -153,7 +167,7 @@ def check_child(
         message = gettext("Must be the workflow's project, %(project)s.")
         _add(errors, prefix + "project", message % {"project": repr(project.name)})
     check_roles(child, errors, prefix)
-    return check_target(child, errors, prefix)[1]
+    return check_target(child, project, errors, prefix)[1]
 
 
 def check_workflow_graph(

@@ -1,5 +1,8 @@
 """Shared fixtures: the named users of every test (alice owner, bob teammate, charlie outsider,
-olga operator), their projects, and a Celery app that never reaches a broker during tests."""
+olga operator), their projects, and a Celery app that never reaches a broker during tests.
+
+The projects and the cluster of these fixtures may use each other (`Project.clusters`), whichever
+is made first: tests about which clusters a project may use set the list themselves."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from django.contrib.auth.models import User
 
 from console.celery import app as celery_app
 from console.models import Cluster, Membership, Project
+from jobs.access import operators_group
 
 # Tests call the plain functions behind the tasks; a `.delay()` lands in memory and stays there.
 celery_app.conf.broker_url = "memory://"
@@ -41,14 +45,39 @@ def _member(user: User, project: Project, role: str = Membership.Role.MEMBER) ->
     return user
 
 
+def open_project(name: str) -> Project:
+    """A project that may use every cluster registered so far."""
+    project = Project.objects.create(name=name)
+    project.clusters.add(*Cluster.objects.all())
+    return project
+
+
+def open_to_every_project(cluster: Cluster) -> Cluster:
+    """The cluster, which every project made so far may now use."""
+    for project in Project.objects.all():
+        project.clusters.add(cluster)
+    return cluster
+
+
+def open_cluster(name: str, **fields: Any) -> Cluster:
+    """A cluster that every project made so far may use."""
+    return open_to_every_project(Cluster.objects.create(name=name, **fields))
+
+
+def make_operator(user: User) -> User:
+    """An operator: a member of the group "operators" (not staff, not a superuser)."""
+    user.groups.add(operators_group())
+    return user
+
+
 @pytest.fixture
 def project(db: None) -> Project:
-    return Project.objects.create(name="vision")
+    return open_project("vision")
 
 
 @pytest.fixture
 def other_project(db: None) -> Project:
-    return Project.objects.create(name="speech")
+    return open_project("speech")
 
 
 @pytest.fixture
@@ -68,13 +97,14 @@ def charlie(other_project: Project) -> User:
 
 @pytest.fixture
 def olga(db: None) -> User:
-    return User.objects.create_user("olga", password="password", is_staff=True)
+    """The operator: in the group "operators", in no project."""
+    return make_operator(User.objects.create_user("olga", password="password"))
 
 
 @pytest.fixture
 def cluster(db: None) -> Cluster:
     """A registered cluster that nothing answers for (tests that need one use simcluster)."""
-    return Cluster.objects.create(name="gpu-a", kubeconfig=KUBECONFIG, namespace="default")
+    return open_cluster("gpu-a", kubeconfig=KUBECONFIG, namespace="default")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -19,8 +19,9 @@ from django.utils import timezone
 from console import status
 from console.models import Cluster, Node
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
-from jobs.access import get_job_for_user, is_operator
+from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
+from jobs.diagnostics import shows_diagnostics
 from jobs.models import Job, Task
 from workers.models import PodInstance, Worker
 
@@ -52,8 +53,9 @@ class Summary:
 @login_required
 def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpResponse:
     """The latest report per pod with "last reported at"; rows missing from the last sync are
-    marked, never dropped. Operators also get the instance history (UID, node, IP, first/last
-    seen, exit code) the spec says they otherwise rebuild by hand. 204 when unchanged."""
+    marked, never dropped. Readers who see diagnostics (jobs.diagnostics) also get restart counts
+    and the instance history (UID, node, IP, first/last seen, exit code) the spec says operators
+    otherwise rebuild by hand. 204 when unchanged."""
     job = get_job_for_user(request.user, pk)
     task = job.tasks.filter(pk=task_pk).first()
     if task is None:
@@ -65,25 +67,25 @@ def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpRespons
 
 def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str, Any]:
     now = timezone.now()
-    operator = is_operator(request.user)
+    diagnostics = shows_diagnostics(request.user, job)
     only = "problems" if request.GET.get("only") == "problems" else ""
     page = Paginator(_workers(task, only), WORKERS_PAGE).get_page(request.GET.get("page"))
     rows = _worker_rows(job, task, list(page.object_list))
     instances = (
-        _instances(task, job.cluster, [row.worker.pod_name for row in rows]) if operator else []
+        _instances(task, job.cluster, [row.worker.pod_name for row in rows]) if diagnostics else []
     )
     summary = _summary(task)
     terminal = job.phase in JOB_TERMINAL or task.phase in TASK_TERMINAL
     version = poll_version(
         request, task.observed_at, task.phase, job.cluster.last_synced_at, summary, page.number,
-        only, [_row_key(row) for row in rows],
+        only, diagnostics, [_row_key(row) for row in rows],
         [(row.instance.pk, row.instance.phase, row.instance.restart_count, row.gone)
          for row in instances],
         now=now,
     )  # fmt: skip
     return {
         "job": job, "task": task, "rows": rows, "page": page, "only": only, "now": now,
-        "summary": summary, "operator": operator, "instances": instances,
+        "summary": summary, "diagnostics": diagnostics, "instances": instances,
         "instance_limit": INSTANCE_LIMIT, "poll": not terminal, "poll_seconds": POLL_SECONDS,
         "version": version, "poll_url": _url(job, task, only, page.number, version),
         "page_urls": _page_urls(job, task, only, page.number, page.paginator.num_pages),

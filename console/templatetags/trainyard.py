@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django import template
 from django.utils import timezone
@@ -12,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from console.web import age_words
 from jobs import messages
+from jobs.diagnostics import worker_reason as reason_for_reader
 
 register = template.Library()
 
@@ -47,15 +49,23 @@ def badge(value: str, label: str = "") -> str:
 
 
 @register.filter
-def message(stored: str) -> SafeString:
-    """A stored message in the reader's language; Kubernetes' own text verbatim and marked."""
-    return messages.render_html(stored or "")
+def message(stored: str, diagnostics: bool = False) -> SafeString:
+    """A stored message in the reader's language; Kubernetes' own text verbatim and marked.
+    `|message:diagnostics` for a reader who may see diagnostics (jobs.diagnostics); without
+    it, a message that carries them reads as its meaning."""
+    return messages.render_html(stored or "", bool(diagnostics))
 
 
 @register.filter
-def message_text(stored: str) -> str:
+def message_text(stored: str, diagnostics: bool = False) -> str:
     """The same as plain text, for attributes and SVG titles."""
-    return messages.render_text(stored or "")
+    return messages.render_text(stored or "", bool(diagnostics))
+
+
+@register.simple_tag
+def worker_reason(worker: Any, diagnostics: bool) -> str:
+    """A Worker row's reason as its reader sees it (jobs.diagnostics.worker_reason)."""
+    return reason_for_reader(worker.reason, worker.message, bool(diagnostics))
 
 
 @register.simple_tag

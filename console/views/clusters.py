@@ -1,4 +1,5 @@
-"""Platform pages: Clusters, Nodes and Add-ons, visible to every logged-in user.
+"""Platform pages: Clusters, Nodes and Add-ons. Operators see every cluster; anyone else the
+clusters their projects may use, and those clusters' nodes and add-ons (jobs.access).
 
 They show what the last sync observed and how old it is (spec §Node and Addon status): a Node's
 phase and its schedulability are separate facts, and an Add-on's Ready only means its desired
@@ -22,6 +23,7 @@ from django.utils import timezone
 from console.models import Addon, Cluster, Node
 from console.status import is_stale, observed_at
 from console.web import HtmxHttpRequest, not_modified, poll_version
+from jobs.access import clusters_for
 from jobs.choices import JobPhase
 from jobs.models import Job
 from jobs.spec import quantity_value
@@ -39,10 +41,10 @@ def _count(rows: QuerySet[Any]) -> Coalesce:
     )
 
 
-def cluster_rows(now: datetime) -> list[dict[str, Any]]:
-    """Every cluster with its reachability, sync times, staleness and node and job counts."""
+def cluster_rows(now: datetime, visible: QuerySet[Cluster]) -> list[dict[str, Any]]:
+    """The `visible` clusters with reachability, sync times, staleness, node and job counts."""
     live_jobs = Job.objects.filter(delete_requested_at__isnull=True)
-    clusters = Cluster.objects.values(*CLUSTER_FIELDS).annotate(
+    clusters = visible.values(*CLUSTER_FIELDS).annotate(
         nodes_online=_count(Node.objects.filter(phase=Node.Phase.ONLINE)),
         nodes_offline=_count(Node.objects.filter(phase=Node.Phase.OFFLINE)),
         jobs_total=_count(live_jobs),
@@ -89,7 +91,7 @@ def _respond(
 @login_required
 def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
-    clusters = cluster_rows(now)
+    clusters = cluster_rows(now, clusters_for(request.user))
     context = {"clusters": clusters, "now": now}
     return _respond(request, "console/clusters.html", context, clusters)
 
@@ -119,11 +121,13 @@ def _cluster_objects(
 ) -> HttpResponse:
     """A cluster-filtered, paginated table of Nodes or Add-ons, each row marked stale or not."""
     now = timezone.now()
+    visible = clusters_for(request.user)
+    rows = rows.filter(cluster__in=visible)
     selected = request.GET.get("cluster", "").strip()
     if selected:
         rows = rows.filter(cluster__name=selected)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    clusters = list(Cluster.objects.values_list("pk", "name", "reachable", "last_synced_at"))
+    clusters = list(visible.values_list("pk", "name", "reachable", "last_synced_at"))
     facts = {pk: (reachable, synced) for pk, _, reachable, synced in clusters}
     shown = [
         describe(_with_freshness(row, facts.get(row["cluster_id"], (False, None)), now))

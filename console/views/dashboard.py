@@ -24,9 +24,10 @@ from django.utils.translation import ngettext
 from console.models import Cluster
 from console.status import Freshness, is_stale, job_freshness
 from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
-from jobs.access import User, jobs_for
+from jobs.access import User, clusters_for, jobs_for
 from jobs.attention import Reason, known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
+from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.models import Job, Operation
 
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
@@ -150,29 +151,31 @@ def _fresh(cutoff: datetime) -> Q:
     )
 
 
-def _needing_attention(user: User, now: datetime, operator: bool) -> QuerySet[Job]:
+def _needing_attention(user: User, now: datetime, diagnostics: Diagnostics) -> QuerySet[Job]:
     live = Q(phase__in=LIVE_PHASES)
     return jobs_for(user).filter(
         _failed_unseen()
-        | may_have_a_problem(now, operator)
+        | may_have_a_problem(now, diagnostics)
         | _stuck_pending(now - STUCK_PENDING_AFTER)
         | (live & Q(cluster__reachable=False))
         | (live & ~_fresh(now - timedelta(seconds=settings.TRAINYARD_STALE_AFTER))),
     )
 
 
-def attention_jobs(user: User, now: datetime, operator: bool) -> tuple[list[Attention], int]:
+def attention_jobs(
+    user: User, now: datetime, diagnostics: Diagnostics
+) -> tuple[list[Attention], int]:
     """The user's Jobs that need a look (at most ATTENTION_LIMIT) and how many there are.
 
     The database selects the candidates; the panel's rule judges the newest CANDIDATE_LIMIT of
     them. Past that many, the candidates not judged are counted as needing a look."""
-    needing = _needing_attention(user, now, operator)
+    needing = _needing_attention(user, now, diagnostics)
     candidates = list(
         needing.select_related("cluster", "project")
         .only(*ATTENTION_FIELDS)
         .order_by("-created_at", "-pk")[:CANDIDATE_LIMIT]
     )
-    problems = known_problems(candidates, now, operator)
+    problems = known_problems(candidates, now, diagnostics)
     resumed = last_resumes(job.pk for job in candidates if job.phase == JobPhase.PENDING)
     rows = [_attention_row(job, problems[job.pk], resumed.get(job.pk), now) for job in candidates]
     rows = [row for row in rows if row.reasons]
@@ -205,8 +208,8 @@ class ClusterLine:
     stale: bool
 
 
-def cluster_lines(now: datetime) -> list[ClusterLine]:
-    clusters = Cluster.objects.values("pk", "name", "reachable", "message", "last_synced_at")
+def cluster_lines(now: datetime, visible: QuerySet[Cluster]) -> list[ClusterLine]:
+    clusters = visible.values("pk", "name", "reachable", "message", "last_synced_at")
     return [
         ClusterLine(
             pk=cluster["pk"],
@@ -230,10 +233,10 @@ def phase_counts(user: User) -> list[tuple[str, int]]:
 @login_required
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
-    attention, attention_total = attention_jobs(request.user, now, request.user.is_staff)
+    attention, attention_total = attention_jobs(request.user, now, diagnostics_for(request.user))
     context = {
         "phase_counts": phase_counts(request.user),
-        "clusters": cluster_lines(now),
+        "clusters": cluster_lines(now, clusters_for(request.user)),
         "attention": attention,
         "attention_total": attention_total,
         "stuck_minutes": int(STUCK_PENDING_AFTER.total_seconds() // 60),

@@ -20,6 +20,7 @@ from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_workflow_for_user, workflows_for
 from jobs.choices import JOB_TERMINAL, WORKFLOW_TERMINAL, JobPhase, TaskKind
 from jobs.dag import DagLayout, DagNode, layout
+from jobs.diagnostics import shows_diagnostics
 from jobs.lifecycle import CycleError, blocked_by
 from jobs.models import Task, Workflow
 
@@ -128,6 +129,7 @@ def workflow_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context = {
         "workflow": workflow,
         "project": workflow.project.name,
+        "diagnostics": shows_diagnostics(request.user, workflow),
         **_draw(jobs, edges),
         "has_statefulset": Task.objects.filter(
             job__workflow=workflow, kind=TaskKind.STATEFULSET

@@ -17,6 +17,7 @@ from playwright.sync_api import Page, expect
 from console.engine.cycle import sync_cluster
 from console.models import Cluster
 from simcluster.server import SimCluster
+from tests.conftest import open_to_every_project
 
 # Playwright's sync API runs an event loop in the test's thread; the ORM calls made there (the
 # fixtures, the assertions) are still plain synchronous code.
@@ -123,9 +124,12 @@ def sim() -> Iterator[SimCluster]:
 
 @pytest.fixture
 def sim_cluster(sim: SimCluster, tmp_path: Path, transactional_db: None) -> Cluster:
-    """The simcluster registered as the console's Cluster named `sim`."""
+    """The simcluster registered as the console's Cluster named `sim`, which every project
+    of the test may use."""
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    return Cluster.objects.create(name="sim", kubeconfig=kubeconfig.read_text())
+    return open_to_every_project(
+        Cluster.objects.create(name="sim", kubeconfig=kubeconfig.read_text())
+    )
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from console.models import ApiToken, Membership, Project
+from console.models import ApiToken, Membership
 from tests.browser.conftest import log_in
+from tests.conftest import open_project
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture
 def alice(transactional_db: None) -> User:
     user = User.objects.create_user("alice", password="a-long-password")
-    Membership.objects.create(user=user, project=Project.objects.create(name="vision"))
+    Membership.objects.create(user=user, project=open_project("vision"))
     ApiToken.issue(user, name="ci-runner")
     return user
 

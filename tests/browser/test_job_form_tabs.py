@@ -15,9 +15,10 @@ import yaml
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect
 
-from console.models import Cluster, Membership, Project
+from console.models import Membership
 from jobs.models import Job
 from tests.browser.conftest import log_in
+from tests.conftest import open_cluster, open_project
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,8 +26,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def alice(transactional_db: None) -> User:
     user = User.objects.create_user("alice", password="a-long-password")
-    Membership.objects.create(user=user, project=Project.objects.create(name="vision"))
-    Cluster.objects.create(name="gpu-a", kubeconfig="", namespace="default")
+    Membership.objects.create(user=user, project=open_project("vision"))
+    open_cluster("gpu-a", kubeconfig="", namespace="default")
     return user
 
 

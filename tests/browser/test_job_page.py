@@ -16,11 +16,12 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
-from console.models import Cluster, Membership, Project
+from console.models import Cluster, Membership
 from jobs.operations import create_job, create_workflow
 from jobs.spec import JobSpec, TaskSpec, WorkflowJobSpec, WorkflowSpec
 from tests.browser import conftest
 from tests.browser.conftest import Syncer, shoot
+from tests.conftest import make_operator, open_project
 
 pytestmark = pytest.mark.browser
 
@@ -31,9 +32,9 @@ PHONE: ViewportSize = {"width": 390, "height": 844}
 
 @pytest.fixture
 def olga(transactional_db: None) -> User:
-    """An operator (staff) and member of the project: she sees the instance history too."""
-    user = User.objects.create_user("olga", password="a-long-password", is_staff=True)
-    project = Project.objects.create(name="vision")
+    """An operator and member of the project: she sees the instance history too."""
+    user = make_operator(User.objects.create_user("olga", password="a-long-password"))
+    project = open_project("vision")
     Membership.objects.create(user=user, project=project)
     return user
 

@@ -14,14 +14,14 @@ from playwright.sync_api import Page, expect
 from console.kube.derive import task_view
 from console.kube.observations import parse_pod, parse_statefulset
 from console.kube.problems import pod_reason
-from console.models import Cluster, Membership, Project
+from console.models import Membership
 from jobs.choices import PodPhase, TaskKind
 from jobs.lifecycle import TaskState, job_message
 from jobs.models import Job, Task
 from jobs.operations import create_job
 from jobs.spec import parse_job_spec
 from tests.browser.conftest import log_in
-from tests.conftest import KUBECONFIG
+from tests.conftest import KUBECONFIG, open_cluster, open_project
 from tests.engine import k8s_json as k8s
 from workers.models import Worker
 
@@ -33,15 +33,15 @@ WIDTHS = {"wide": 1400, "phone": 390}
 @pytest.fixture
 def alice(transactional_db: None) -> User:
     user = User.objects.create_user("alice", password="a-long-password")
-    Membership.objects.create(user=user, project=Project.objects.create(name="vision"))
+    Membership.objects.create(user=user, project=open_project("vision"))
     return user
 
 
 def image_pull_job(alice: User) -> Job:
     """A job as the sync leaves it when its pod cannot pull its image."""
     now = timezone.now()
-    Cluster.objects.create(name="gpu-a", kubeconfig=KUBECONFIG, namespace="default",
-                           reachable=True, last_synced_at=now)  # fmt: skip
+    open_cluster("gpu-a", kubeconfig=KUBECONFIG, namespace="default", reachable=True,
+                 last_synced_at=now)  # fmt: skip
     spec = {"name": "train", "cluster": "gpu-a", "tasks": [{"role": "worker", "replicas": 2,
                                                           "image": "rlinf:1"}]}  # fmt: skip
     job = create_job(alice, parse_job_spec(spec, alice))

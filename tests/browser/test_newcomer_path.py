@@ -21,6 +21,7 @@ from jobs.operations import create_job
 from jobs.spec import JobSpec, TaskSpec
 from tests.browser import conftest
 from tests.browser.conftest import Syncer, shoot
+from tests.conftest import open_cluster, open_project
 
 pytestmark = pytest.mark.browser
 
@@ -36,7 +37,7 @@ def badge(page: Page, phase: str) -> Locator:
 @pytest.fixture
 def newcomer(transactional_db: None) -> User:
     user = User.objects.create_user("alice", password="a-long-password")
-    project = Project.objects.create(name="vision")
+    project = open_project("vision")
     Membership.objects.create(user=user, project=project)
     return user
 
@@ -135,8 +136,8 @@ def test_it_walks_a_newcomer_from_login_to_delete(
 
 def seed_other_jobs(owner: User) -> None:
     """Jobs of an unreachable cluster, in every phase, for the list (their rows are stale)."""
-    far = Cluster.objects.create(
-        name="gpu-far", kubeconfig="x", reachable=False, message="connection refused",
+    far = open_cluster(
+        "gpu-far", kubeconfig="x", reachable=False, message="connection refused",
         last_synced_at=timezone.now() - timedelta(minutes=20),
     )  # fmt: skip
     project = Project.objects.get(name="vision")

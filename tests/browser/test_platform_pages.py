@@ -14,13 +14,14 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from console.engine.cycle import sync_cluster
-from console.models import Addon, Cluster, Membership, Node, Project
+from console.models import Addon, Cluster, Membership, Node
 from jobs.choices import TaskKind
 from jobs.models import Job, Workflow
 from jobs.operations import create_job, create_workflow
 from jobs.spec import JobSpec, ResourcesSpec, TaskSpec, WorkflowJobSpec, WorkflowSpec
 from simcluster.server import SimCluster
 from tests.browser.conftest import Syncer, shoot
+from tests.conftest import open_project
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +31,7 @@ LIVE = 20_000
 @pytest.fixture
 def alice(transactional_db: None) -> User:
     user = User.objects.create_user("alice", password="a-long-password")
-    Membership.objects.create(user=user, project=Project.objects.create(name="vision"))
+    Membership.objects.create(user=user, project=open_project("vision"))
     return user
 
 

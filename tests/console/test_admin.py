@@ -11,7 +11,7 @@ from tests.conftest import KUBECONFIG
 
 
 def admin_client(olga: User) -> Client:
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True
     olga.save()
     client = Client()
     client.force_login(olga)

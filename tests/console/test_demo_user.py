@@ -9,7 +9,10 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from console.models import Membership
+from console.demo import DEMO_JOBS, DEMO_WORKFLOW
+from console.management.commands.demo_cluster import Command as DemoCluster
+from console.models import Membership, Project
+from simcluster.server import SimCluster
 
 
 def run() -> str:
@@ -47,3 +50,21 @@ def test_it_keeps_a_changed_demo_password_on_a_restart(db: None) -> None:
     demo.refresh_from_db()
     assert demo.check_password("chosen-by-the-team")
     assert "trainyard-demo" not in output and "the password you set" in output
+
+
+def test_the_demo_project_may_use_the_demo_cluster_and_gets_its_jobs(
+    db: None, settings, tmp_path
+) -> None:
+    """`make run`: demo_user, then demo_cluster registers `demo` and seeds the demo jobs in the
+    project `demo`, which may use that cluster (Project.clusters); a restart keeps it so."""
+    settings.VAR_DIR = tmp_path
+    run()
+    with SimCluster(nodes=1, gpus_per_node=1) as sim:
+        DemoCluster(stdout=StringIO()).register(sim, seed=True)
+    project = Project.objects.get(name="demo")
+    assert list(project.clusters.values_list("name", flat=True)) == ["demo"]
+    assert project.jobs.filter(cluster__name="demo").count() == len(DEMO_JOBS) + len(
+        DEMO_WORKFLOW["jobs"]
+    )
+    run()
+    assert list(project.clusters.values_list("name", flat=True)) == ["demo"]

@@ -24,12 +24,12 @@ NO_NODES: dict = {}
 
 def said(problem: Message | None) -> str:
     """A Task's problem as an English reader sees it ("" for none)."""
-    return "" if problem is None else render_text(encode(problem))
+    return "" if problem is None else render_text(encode(problem), diagnostics=True)
 
 
 def worded(reason: tuple[str, str]) -> tuple[str, str]:
     """A Worker's (reason, message) as an English reader sees them."""
-    return reason[0], render_text(reason[1])
+    return reason[0], render_text(reason[1], diagnostics=True)
 
 
 def test_it_reads_a_running_ready_pod_and_its_labels() -> None:

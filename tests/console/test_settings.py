@@ -44,6 +44,11 @@ def test_it_starts_in_production_mode_with_a_secret_key_file(tmp_path) -> None:
         ("TRAINYARD_SYNC_INTERVAL", "ten", "TRAINYARD_SYNC_INTERVAL must be a whole number"),
         ("TRAINYARD_SYNC_INTERVAL", "0", "TRAINYARD_SYNC_INTERVAL must be at least 1"),
         ("DATABASE_URL", "mysql://x/y", "DATABASE_URL must start with postgres:// or sqlite://"),
+        (
+            "TRAINYARD_DIAGNOSTICS",
+            "everyone",
+            "TRAINYARD_DIAGNOSTICS must be one of operators, members, not 'everyone'",
+        ),
     ],
 )
 def test_a_bad_value_is_a_clear_startup_error(name: str, value: str, message: str) -> None:

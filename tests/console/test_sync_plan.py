@@ -140,7 +140,7 @@ def test_it_creates_a_batch_job_without_a_service() -> None:
 def test_it_shows_a_statefulset_task_running_when_its_replicas_are_ready() -> None:
     sts = parse_statefulset(k8s.statefulset(replicas=2, ready=2))
     view = task_view(TaskKind.STATEFULSET, False, sts, [parse_pod(k8s.pod())], {})
-    assert (view.phase, view.ready_replicas, render_text(view.message)) == (
+    assert (view.phase, view.ready_replicas, render_text(view.message, diagnostics=True)) == (
         TaskPhase.RUNNING,
         2,
         "2/2 replicas ready",
@@ -153,7 +153,7 @@ def test_it_keeps_a_crash_looping_statefulset_task_pending_and_says_why() -> Non
     view = task_view(TaskKind.STATEFULSET, False, sts, [parse_pod(k8s.crash_loop_pod())], {})
     assert view.phase == TaskPhase.PENDING
     assert (
-        render_text(view.message)
+        render_text(view.message, diagnostics=True)
         == "0/2 replicas ready; train-worker-0: CrashLoopBackOff, 4 restarts, "
         "last exit code 3 (Error)"
     )
@@ -166,10 +166,10 @@ def test_it_shows_batch_results_and_a_stopped_jobs_missing_workload() -> None:
     failed = task_view(
         TaskKind.JOB, False, parse_batch_job(k8s.batch_job(outcome="failed")), [], {}
     )
-    assert (done.phase, render_text(done.message)) == (
+    assert (done.phase, render_text(done.message, diagnostics=True)) == (
         TaskPhase.SUCCEEDED, "Complete (CompletionsReached)",
     )  # fmt: skip
-    assert (failed.phase, render_text(failed.message)) == (
+    assert (failed.phase, render_text(failed.message, diagnostics=True)) == (
         TaskPhase.FAILED, "Failed (BackoffLimitExceeded)",
     )  # fmt: skip
     assert task_view(TaskKind.STATEFULSET, True, None, [], {}).phase == TaskPhase.STOPPED

@@ -21,6 +21,7 @@ from jobs import operations
 from jobs.models import Job
 from jobs.spec import parse_job_spec
 from simcluster.server import SimCluster
+from tests.conftest import open_to_every_project
 
 # Simulated seconds per real second: `sim run 30` ends after 0.3 s, a 10 s back-off takes 0.1 s.
 SPEED = 100.0
@@ -46,9 +47,10 @@ def kubeconfig_path(sim: SimCluster, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cluster(db: None, kubeconfig_path: Path) -> Cluster:
-    """The simulated cluster, registered as an operator would (`manage.py add_cluster`)."""
+    """The simulated cluster, registered as an operator would (`manage.py add_cluster`), which
+    the tests' projects may use."""
     call_command("add_cluster", "sim", kubeconfig=str(kubeconfig_path), stdout=StringIO())
-    return Cluster.objects.get(name="sim")
+    return open_to_every_project(Cluster.objects.get(name="sim"))
 
 
 def gateway(cluster: Cluster) -> Gateway:

@@ -123,7 +123,7 @@ def test_it_refuses_deep_nesting_in_a_kubeconfig_in_the_admin_and_add_cluster(
 ) -> None:
     with pytest.raises(KubeconfigRejected, match="nested more than 20 levels deep"):
         validate_kubeconfig(KUBECONFIG + f"extra: {DEEP}\n")
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True
     olga.save()
     client = Client()
     client.force_login(olga)

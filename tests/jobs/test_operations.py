@@ -408,8 +408,8 @@ def test_clone_starts_from_the_original_template(alice: User, cluster: Cluster) 
     assert [task.template for task in clone.tasks.order_by("pk")] == source.spec["tasks"]
 
 
-def test_clone_merges_overrides(alice: User, cluster: Cluster) -> None:
-    Cluster.objects.create(name="gpu-b", kubeconfig="x", namespace="training")
+def test_clone_merges_overrides(alice: User, cluster: Cluster, project: Project) -> None:
+    project.clusters.add(Cluster.objects.create(name="gpu-b", kubeconfig="x", namespace="training"))
     source = make_job(alice, JobPhase.FAILED)
     overrides = {
         "cluster": "gpu-b",

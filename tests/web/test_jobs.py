@@ -53,7 +53,7 @@ def viewer(bob: User, project: Project) -> User:
 
 @pytest.fixture
 def operator(olga: User, project: Project) -> User:
-    """Olga, staff (an operator), also in the project so she can open its jobs."""
+    """Olga, an operator (she reads every project), also a viewer of this one."""
     Membership.objects.create(user=olga, project=project, role=Membership.Role.VIEWER)
     return olga
 
@@ -158,8 +158,12 @@ def test_it_shows_a_viewer_the_job_without_any_action(
     assert "train" in html
     for action in ("stop", "resume", "delete", "clone"):
         assert f"/jobs/{job.pk}/{action}/" not in html
-    assert "New job" not in body(get(client, viewer, "/jobs/"))
-    assert get(client, viewer, "/jobs/new/").status_code == 403
+    listing = body(get(client, viewer, "/jobs/"))
+    assert 'href="/jobs/new/" aria-describedby="cannot-create-note"' in listing
+    assert "you are a member of none" in listing
+    refused = get(client, viewer, "/jobs/new/")
+    assert refused.status_code == 403
+    assert "You are a viewer in every project you belong to" in body(refused)
 
 
 def test_it_refuses_every_action_to_a_viewer(client: Client, job: Job, viewer: User) -> None:
@@ -231,6 +235,7 @@ def test_it_filters_by_phase_cluster_project_and_name(
 ) -> None:
     Membership.objects.create(user=alice, project=other_project)
     other_cluster = Cluster.objects.create(name="gpu-b", kubeconfig="x")
+    other_project.clusters.add(other_cluster)
     make_job(project, reachable, "alpha", JobPhase.RUNNING)
     make_job(project, reachable, "beta", JobPhase.STOPPED)
     make_job(other_project, other_cluster, "gamma", JobPhase.RUNNING)

@@ -179,7 +179,7 @@ def test_it_adds_the_instance_history_by_uid_to_an_operators_record(
     broken = bad_image_job(project, reachable, alice)
     Membership.objects.create(user=olga, project=project, role=Membership.Role.VIEWER)
     text = body(get(client, olga, f"/jobs/{broken.pk}/record/"))
-    assert "Pod instance history by UID (operators)" in text
+    assert "Pod instance history by UID (diagnostics)" in text
     assert "bad-worker-0 uid uid-a: node node-1, IP 10.0.0.8, phase Pending, restarts 0, " \
            "exit code —, termination reason —; first seen 2026-03-02 11:51:00" in text  # fmt: skip
 
@@ -214,4 +214,4 @@ def test_it_gives_a_superuser_the_operators_record(
     broken = bad_image_job(project, reachable, alice)
     User.objects.filter(pk=alice.pk).update(is_superuser=True, is_staff=False)
     text = body(get(client, User.objects.get(pk=alice.pk), f"/jobs/{broken.pk}/record/"))
-    assert "Pod instance history by UID (operators)" in text and "uid-a" in text
+    assert "Pod instance history by UID (diagnostics)" in text and "uid-a" in text

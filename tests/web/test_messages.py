@@ -239,7 +239,7 @@ def test_it_words_node_and_addon_messages_and_marks_node_conditions(
 def test_it_words_messages_in_the_admin_in_the_operators_language(
     client: Client, olga: User, job: Job
 ) -> None:
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True
     olga.save()
     html = page(client, olga, "/admin/jobs/operation/", "zh-CN")
     assert "已创建。" in html and "Created." not in html

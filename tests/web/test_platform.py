@@ -20,6 +20,7 @@ from console.models import Addon, Cluster, Node, Project
 from console.views.clusters import memory_words
 from jobs.choices import JobPhase
 from jobs.models import Job
+from tests.conftest import open_cluster
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 PAGES = ["/clusters/", "/nodes/", "/addons/"]
@@ -40,10 +41,11 @@ def reachable(cluster: Cluster) -> Cluster:
 
 
 @pytest.fixture
-def broken(db: None) -> Cluster:
-    """A cluster whose last successful sync is long past and whose last attempt failed."""
-    return Cluster.objects.create(
-        name="gpu-b",
+def broken(project: Project) -> Cluster:
+    """A cluster whose last successful sync is long past and whose last attempt failed (the
+    project may use it)."""
+    return open_cluster(
+        "gpu-b",
         kubeconfig="apiVersion: v1\n# token: very-secret-token\n",
         reachable=False,
         message="HTTPConnectionPool: connection refused",
@@ -332,6 +334,7 @@ def test_it_uses_the_same_number_of_queries_for_3_and_40_rows(
             cluster = Cluster.objects.create(
                 name=f"c{index}", kubeconfig="x", reachable=True, last_synced_at=NOW
             )
+            project.clusters.add(cluster)
             make_node(cluster, f"n{index}")
             make_addon(cluster, f"a{index}")
             Job.objects.create(

@@ -44,12 +44,17 @@ class Command(BaseCommand):
 
     def register(self, sim: SimCluster, seed: bool) -> None:
         """Each start has a new token, so the registration is refreshed every time; Jobs of an
-        earlier run are re-created on the new (empty) data plane by reconcile."""
+        earlier run are re-created on the new (empty) data plane by reconcile. The project
+        `demo` (made by `demo_user`) may use this cluster."""
         kubeconfig = sim.write_kubeconfig(settings.VAR_DIR / "simcluster.kubeconfig").read_text()
         validate_kubeconfig(kubeconfig)
-        Cluster.objects.update_or_create(name="demo", defaults={"kubeconfig": kubeconfig})
+        cluster, _ = Cluster.objects.update_or_create(
+            name="demo", defaults={"kubeconfig": kubeconfig}
+        )
         user = User.objects.filter(username="demo").first()
         project = Project.objects.filter(name="demo").first()
+        if project:
+            project.clusters.add(cluster)  # the demo project's jobs run here
         if seed and user and project:
             created = demo.seed(user, project, "demo")
             self.stdout.write(f"seeded {created} demo jobs and workflows")

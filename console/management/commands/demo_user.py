@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
 
-from console.models import Membership, Project
+from console.models import Cluster, Membership, Project
 
 USERNAME = "demo"
 PASSWORD = "trainyard-demo"
@@ -29,7 +29,8 @@ class Command(BaseCommand):
 
 
 def demo_user() -> User:
-    """The demo user, made an operator and a member of the project `demo`.
+    """The demo user, made an operator (a superuser) and a member of the project `demo`, which
+    may use the cluster `demo` (once `demo_cluster` has registered it).
 
     Its password is set only when the user is created: setting it again would change the
     password hash, and with it every open session's auth hash, logging every browser out.
@@ -42,4 +43,5 @@ def demo_user() -> User:
         user.save(update_fields=["password"])
     project, _ = Project.objects.get_or_create(name="demo")
     Membership.objects.get_or_create(project=project, user=user)
+    project.clusters.add(*Cluster.objects.filter(name="demo"))  # demo_cluster registers it
     return user

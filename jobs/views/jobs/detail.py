@@ -17,9 +17,10 @@ from django.utils import timezone
 from console import status
 from console.models import Cluster, Node
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
-from jobs.access import get_job_for_user, is_operator, jobs_for
+from jobs.access import get_job_for_user, jobs_for
 from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
+from jobs.diagnostics import shows_diagnostics
 from jobs.forms import DeleteForm
 from jobs.lifecycle import allowed_actions
 from jobs.messages import render_text
@@ -76,16 +77,16 @@ def job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     cluster = cluster_state(job.cluster, now)
     tasks = _task_rows(job, now)
     operations = list(job.operations.select_related("user")[:HISTORY_LIMIT])
-    operator = is_operator(request.user)
+    diagnostics = shows_diagnostics(request.user, job)
     actions = _actions(request, job)
-    diagnosis, capped = _diagnosis(job, cluster, tasks, operator)
+    diagnosis, capped = _diagnosis(job, cluster, tasks, diagnostics)
     terminal = job.phase in JOB_TERMINAL
     observed_at = status.job_freshness(job, now).observed_at
     decision = _decision(job, operations, observed_at)
     version = poll_version(
         request, _job_key(job), cluster, [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
-        sorted(actions), now=now,
+        sorted(actions), diagnostics, now=now,
     )  # fmt: skip
     return {
         "job": job, "now": now, "cluster": cluster, "tasks": tasks, "operations": operations,
@@ -95,7 +96,7 @@ def job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
         "last_operation": operations[0] if operations else None,
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
-        "operator": operator, "poll": not terminal, "poll_seconds": POLL_SECONDS,
+        "diagnostics": diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
         "version": version,
         "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
         "is_running": job.phase == JobPhase.RUNNING,
@@ -176,10 +177,10 @@ def _task_key(row: TaskRow) -> tuple[object, ...]:
 
 
 def _diagnosis(
-    job: Job, cluster: ClusterState, tasks: Sequence[TaskRow], operator: bool
+    job: Job, cluster: ClusterState, tasks: Sequence[TaskRow], diagnostics: bool
 ) -> tuple[Diagnosis, bool]:
     """Spec §Troubleshooting over what the engine stored, as this user may see it: restart
-    counts, exit codes and termination reasons only for operators (spec §Where to look).
+    counts, exit codes and termination reasons only with diagnostics (jobs.diagnostics).
     Also says whether the suspect pods were capped at SUSPECT_LIMIT."""
     nodes: list[NodeRow] = list(
         Node.objects.filter(cluster=job.cluster_id)
@@ -188,17 +189,17 @@ def _diagnosis(
     )
     offline = [name for name, phase, _ in nodes if phase == Node.Phase.OFFLINE]
     suspects = _suspect_workers(job, offline)
-    details = instance_details(suspects) if operator else {}
+    details = instance_details(suspects) if diagnostics else {}
     pods: dict[int, list[PodFacts]] = {}
     for worker in suspects:
-        pods.setdefault(worker.task_id, []).append(pod_facts(worker, operator, details))
+        pods.setdefault(worker.task_id, []).append(pod_facts(worker, diagnostics, details))
     now = timezone.now()
     diagnosis = diagnose(
         stopped=job.stopped,
         cluster=_cluster_facts(job.cluster, cluster),
         nodes=[NodeFacts(name, phase == Node.Phase.ONLINE, not off) for name, phase, off in nodes],
         tasks=[
-            task_facts(job, row.task, pods.get(row.task.pk, []), row.worker_count, now)
+            task_facts(job, row.task, pods.get(row.task.pk, []), row.worker_count, now, diagnostics)
             for row in tasks
         ],
         patience=settings.TRAINYARD_STALE_AFTER,

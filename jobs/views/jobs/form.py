@@ -8,14 +8,19 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from console.models import Cluster
 from console.web import HtmxHttpRequest
-from jobs.access import get_job_for_user, projects_for
+from jobs.access import (
+    cannot_create,
+    get_job_for_user,
+    is_operator,
+    operator_names,
+    projects_for,
+    usable_clusters,
+)
 from jobs.form_tabs import form_post, form_problem, spec_yaml, typed_spec
 from jobs.forms import (
     ROLE_PREFIX,
@@ -69,9 +74,11 @@ def job_clone(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _job_form_page(request: HtmxHttpRequest, source: Job | None) -> HttpResponse:
     projects = list(projects_for(request.user, write=True).values_list("name", flat=True))
     if not projects:
-        raise PermissionDenied(_("You are not a member of any project that may create jobs."))
-    # Reachable clusters first: the likely choice, and the YAML example's.
-    clusters = list(Cluster.objects.order_by("-reachable", "name").values_list("name", flat=True))
+        return cannot_create_page(request)
+    # The clusters of those projects (Project.clusters); reachable ones first: the likely
+    # choice, and the YAML example's.
+    usable = usable_clusters(request.user).order_by("-reachable", "name")
+    clusters = list(usable.values_list("name", flat=True))
     page = _Page(request, source, projects, clusters)
     if request.method != "POST":
         return page.render(*page.prefilled())
@@ -240,6 +247,16 @@ class _Page:
             job = self.job_form(initial=typed_values(job))
             roles = RoleFormSet(initial=[typed_values(r) for r in roles.forms], prefix=ROLE_PREFIX)
         return self.render(job, roles, self.prefilled()[2], "form")
+
+
+def cannot_create_page(request: HtmxHttpRequest) -> HttpResponse:
+    """What a user who may create jobs in no project lacks, and who can grant it (403)."""
+    context = {
+        "reason": cannot_create(request.user),
+        "operators": operator_names(),
+        "is_operator": is_operator(request.user),
+    }
+    return render(request, "jobs/cannot_create.html", context, status=403)
 
 
 def _names_near(job: Job) -> list[str]:

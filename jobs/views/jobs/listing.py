@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console import status
-from console.models import Cluster
 from console.web import POLL_SECONDS, HtmxHttpRequest, duration_words, not_modified, poll_version
-from jobs.access import jobs_for, projects_for
+from jobs.access import clusters_for, jobs_for, projects_for
+from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
 from jobs.views.jobs.common import cluster_state
@@ -42,14 +42,14 @@ def job_list(request: HtmxHttpRequest) -> HttpResponse:
 
 def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
     projects = list(projects_for(request.user).values_list("name", flat=True))
-    clusters = list(Cluster.objects.values_list("name", flat=True))
+    clusters = list(clusters_for(request.user).values_list("name", flat=True))
     form = JobFilterForm(request.GET, projects=projects, clusters=clusters)
     filters = form.filters()
     page = Paginator(_filtered(request, filters).order_by(*form.ordering()), PAGE_SIZE).get_page(
         request.GET.get("page")
     )
     now = timezone.now()
-    rows = _rows(page, now)
+    rows = _rows(page, now, diagnostics_for(request.user))
     version = poll_version(
         request,
         page.paginator.count,
@@ -90,7 +90,8 @@ def _filtered(request: HtmxHttpRequest, filters: dict[str, str]) -> QuerySet[Job
 
 @dataclass(frozen=True)
 class Row:
-    """A Job with when the cluster last reported on it and whether that is stale."""
+    """A Job with when the cluster last reported on it and whether that is stale, and whether
+    the reader sees its diagnostics (its message is worded for them)."""
 
     job: Job
     observed_at: datetime | None
@@ -98,9 +99,10 @@ class Row:
     reachable: bool
     age: str
     created: str  # local time, for the hover (rendered here: 50 date filters cost ~5 ms)
+    diagnostics: bool = False
 
 
-def _rows(page: Page[Job], now: datetime) -> list[Row]:
+def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]:
     rows = []
     for job in page.object_list:
         freshness = status.job_freshness(job, now)
@@ -108,8 +110,10 @@ def _rows(page: Page[Job], now: datetime) -> list[Row]:
         reachable = cluster.reachable
         stale = freshness.stale or cluster.stale
         created = timezone.localtime(job.created_at).strftime("%Y-%m-%d %H:%M:%S")
+        shown = diagnostics.shown(job.project_id)
         age = duration_words(job.created_at, now)
-        rows.append(Row(job, freshness.observed_at, stale, reachable, age, created))
+        row = Row(job, freshness.observed_at, stale, reachable, age, created, shown)
+        rows.append(row)
     return rows
 
 
@@ -118,7 +122,8 @@ def _row_key(row: Row) -> tuple[object, ...]:
     the version, not every sync, refreshes their display."""
     job = row.job
     return (job.pk, job.name, job.phase, job.message, job.stopped, job.observed_at,
-            job.cluster_id, job.project_id, job.owner_id, row.stale, row.reachable)  # fmt: skip
+            job.cluster_id, job.project_id, job.owner_id, row.stale, row.reachable,
+            row.diagnostics)  # fmt: skip
 
 
 def _sort_links(filters: dict[str, str], current: str) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The troubleshooting record: spec §Do not treat Worker rows as a retry history asks whoever
 troubleshoots to record the Job, the Task, the data-plane Pod names, nodes, IPs, phases and the
 time they looked. This is that record as plain text for a ticket: every fact with its layer and
-the time it was observed, the viewing time, and the first layer that looks wrong. Operators'
-copies add the instance history by Pod UID (spec §Where to look: for authorised operators)."""
+the time it was observed, the viewing time, and the first layer that looks wrong. The copies of
+readers who see diagnostics (jobs.diagnostics; operators) add the instance history by Pod UID
+(spec §Where to look: for authorised operators); everyone else's word them as their meaning."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django.utils.translation import ngettext
 
 from console import status
 from console.web import HtmxHttpRequest
+from jobs.diagnostics import worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Operation
 from jobs.troubleshoot import Diagnosis
@@ -41,10 +43,11 @@ def record_text(request: HtmxHttpRequest, job: Job, context: dict[str, Any]) -> 
     ]
     rows: Sequence[TaskRow] = context["tasks"]
     workers = _workers_by_task(rows)
+    diagnostics: bool = context["diagnostics"]
     for row in rows:
-        lines += ["", *_task_lines(job, row, now)]
-        lines += _pod_lines(row, workers.get(row.task.pk, []), job)
-    if context["operator"]:
+        lines += ["", *_task_lines(job, row, diagnostics)]
+        lines += _pod_lines(row, workers.get(row.task.pk, []), job, diagnostics)
+    if diagnostics:
         lines += ["", *_instance_lines(rows, job)]
     return "\n".join(lines) + "\n"
 
@@ -97,7 +100,7 @@ def _job_lines(job: Job, context: dict[str, Any]) -> list[str]:
         else _("phase %(phase)s") % {"phase": _(job.phase)}
     )
     observed = f"{phase}; " + _("message: %(message)s") % {
-        "message": render_text(job.message) or "—"
+        "message": render_text(job.message, context["diagnostics"]) or "—"
     }
     lines.append(f"{_stamp(_('observed'), context['observed_at'])} {observed}")
     cluster = context["cluster"]
@@ -107,7 +110,7 @@ def _job_lines(job: Job, context: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _task_lines(job: Job, row: TaskRow, now: datetime) -> list[str]:
+def _task_lines(job: Job, row: TaskRow, diagnostics: bool) -> list[str]:
     task = row.task
     head = _("Task %(role)s (%(name)s, %(kind)s)") % {
         "role": task.role, "name": f"{job.name}-{task.role}", "kind": task.get_kind_display(),
@@ -118,7 +121,7 @@ def _task_lines(job: Job, row: TaskRow, now: datetime) -> list[str]:
         "phase %(phase)s, workload's desired replicas %(workload)s, ready %(ready)s; "
         "message: %(message)s"
     ) % {"phase": _(task.phase), "workload": workload, "ready": task.ready_replicas,
-         "message": render_text(task.message) or "—"}  # fmt: skip
+         "message": render_text(task.message, diagnostics) or "—"}  # fmt: skip
     return [
         head,
         f"{_layer(_('template'))} {template}",
@@ -144,7 +147,7 @@ def _workers_by_task(rows: Sequence[TaskRow]) -> dict[int, list[Worker]]:
     return by_task
 
 
-def _pod_lines(row: TaskRow, workers: Iterable[Worker], job: Job) -> list[str]:
+def _pod_lines(row: TaskRow, workers: Iterable[Worker], job: Job, diagnostics: bool) -> list[str]:
     lines = []
     for worker in workers:
         missing = status.worker_missing(worker, row.task)
@@ -152,7 +155,7 @@ def _pod_lines(row: TaskRow, workers: Iterable[Worker], job: Job) -> list[str]:
         facts = {
             "pod": worker.pod_name, "node": worker.node_name or "—", "ip": worker.ip or "—",
             "phase": _(worker.phase), "ready": _("yes") if worker.ready else _("no"),
-            "reason": worker.reason or "—",
+            "reason": worker_reason(worker.reason, worker.message, diagnostics) or "—",
         }  # fmt: skip
         if missing:
             text = _("Pod %(pod)s: gone, last known: node %(node)s, IP %(ip)s, phase %(phase)s, "
@@ -173,12 +176,12 @@ def _pod_lines(row: TaskRow, workers: Iterable[Worker], job: Job) -> list[str]:
 
 
 def _instance_lines(rows: Sequence[TaskRow], job: Job) -> list[str]:
-    """Operators: every pod instance (UID) seen, oldest first per pod (the timeline the spec
-    says an administrator otherwise builds from UID, creation and termination times)."""
+    """With diagnostics: every pod instance (UID) seen, oldest first per pod (the timeline the
+    spec says an administrator otherwise builds from UID, creation and termination times)."""
     instances = PodInstance.objects.filter(task__in=[row.task for row in rows])
     recent = list(instances.order_by("-first_seen_at", "-pk")[:RECORD_INSTANCES])
     recent.sort(key=lambda i: (len(i.pod_name), i.pod_name, i.first_seen_at))
-    lines = [_("Pod instance history by UID (operators)")]
+    lines = [_("Pod instance history by UID (diagnostics)")]
     for instance in recent:
         seen = status.instance_last_seen_at(instance, job.cluster)
         lines.append("  " + _(

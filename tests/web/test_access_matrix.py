@@ -1,0 +1,364 @@
+"""The access matrix: every page, fragment and endpoint, as every kind of reader, against an
+explicit expected status (issue 12, "Show"). The routes come from the URLconf
+(`django.urls.get_resolver()`) and the API's OpenAPI document; a route without an entry here
+fails `test_every_route_has_an_entry`, so a new URL cannot ship without saying who may use it.
+
+Readers, in the order of every expectation below: an anonymous visitor; nina, in no project;
+bob, a viewer of vision; alice, a member of vision; charlie, a member of speech (another
+project); olga, an operator (the group "operators"); root, a superuser in no project. The objects
+asked for are vision's. On top of the statuses, every answer is checked for two things:
+- no cross-project leak: an answer to someone who does not see vision names nothing of it;
+- diagnostics (spec §Pod and Worker status: restart counts, exit codes, for authorised
+  operators) appear exactly where jobs.diagnostics allows them.
+
+Each request runs in a savepoint that is rolled back, so every reader finds the same state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from console.models import ApiToken, Cluster, Membership, Project
+from jobs.api import api
+from jobs.choices import JobPhase, PodPhase, TaskPhase
+from jobs.messages import Message, encode
+from jobs.models import Job, Task, Workflow
+from tests.conftest import make_operator, open_cluster, open_project
+from workers.models import PodInstance, Worker
+
+READERS = ("anonymous", "nina", "bob", "alice", "charlie", "olga", "root")
+# Who sees vision at all, and who sees its diagnostics by default (operators, superusers).
+SEES_VISION = {"bob", "alice", "olga", "root"}
+SEES_DIAGNOSTICS = {"olga", "root"}
+SECRETS = ("ppo-secret", "wf-secret", "vision")
+DIAGNOSTICS = re.compile(r'33 restarts|restart_count": ?33|>Restarts<|uid-crash-0')
+CRASH = Message("pod.crash_loop", {
+    "pod": "ppo-secret-actor-0", "count": 33,
+    "exit": Message("exit.code_reason", {"code": 3, "reason": "Error"}),
+})  # fmt: skip
+SPEC = {"name": "new-job", "cluster": "gpu-a", "project": "vision",
+        "tasks": [{"role": "worker", "image": "rlinf:1"}]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request and its expected status per reader (seven, in READERS order). `ids` maps
+    the route's parameters to objects of the World; `diagnostics`: the answer shows the Job's
+    diagnostics to the readers who may see them."""
+
+    expect: str
+    method: str = "get"
+    ids: dict[str, str] = field(default_factory=dict)
+    query: str = ""
+    htmx: bool = False
+    data: dict[str, Any] | None = None
+    diagnostics: bool = False
+
+    def statuses(self) -> dict[str, int]:
+        codes = [int(code) for code in self.expect.split()]
+        assert len(codes) == len(READERS), self.expect
+        return dict(zip(READERS, codes, strict=True))
+
+
+JOB = {"pk": "job"}
+TASK = {"pk": "job", "task_pk": "task"}
+WORKFLOW = {"pk": "workflow"}
+PROJECT = {"pk": "project"}
+BOB = {"pk": "project", "member_pk": "bob_membership"}
+READ_VISION = "302 404 200 200 404 200 200"  # a page of one of vision's objects
+EVERYONE = "302 200 200 200 200 200 200"  # any logged-in reader
+CHANGE_VISION = "302 404 403 403 404 302 302"  # operators only, and only who sees it
+OPERATE_JOB = "302 404 403 302 404 403 403"  # vision's members only
+NOT_GET = "302 405 405 405 405 405 405"  # a POST-only view asked with GET
+
+# Web routes by URL name (the URLconf, outside the API and the admin).
+PAGES: dict[str, list[Call]] = {
+    "login": [Call("200 200 200 200 200 200 200")],
+    "logout": [Call("302 302 302 302 302 302 302", "post"), Call("405 405 405 405 405 405 405")],
+    "password_change": [Call(EVERYONE)],
+    "password_change_done": [Call(EVERYONE)],
+    "password_reset": [Call("200 200 200 200 200 200 200")],
+    "password_reset_done": [Call("200 200 200 200 200 200 200")],
+    "password_reset_confirm": [
+        Call("200 200 200 200 200 200 200", ids={"uidb64": "=MQ", "token": "=no-such-token"})
+    ],
+    "password_reset_complete": [Call("200 200 200 200 200 200 200")],
+    "set_language": [Call("302 302 302 302 302 302 302", "post", data={"language": "en"})],
+    "dashboard": [Call(EVERYONE, diagnostics=True), Call(EVERYONE, htmx=True, diagnostics=True)],
+    "jobs": [Call(EVERYONE, diagnostics=True), Call(EVERYONE, htmx=True, diagnostics=True)],
+    "job_new": [Call("302 403 403 200 200 403 403")],
+    "job": [
+        Call(READ_VISION, ids=JOB, diagnostics=True),
+        Call(READ_VISION, ids=JOB, query="?part=status", htmx=True, diagnostics=True),
+    ],
+    "job_clone": [Call("302 404 403 200 404 403 403", ids=JOB)],
+    "job_record": [Call(READ_VISION, ids=JOB, diagnostics=True)],
+    "job_stop": [Call(OPERATE_JOB, "post", ids=JOB), Call(NOT_GET, ids=JOB)],
+    "job_resume": [Call(OPERATE_JOB, "post", ids=JOB), Call(NOT_GET, ids=JOB)],
+    "job_delete": [
+        Call(OPERATE_JOB, "post", ids=JOB, data={"confirm": "ppo-secret"}),
+        Call(NOT_GET, ids=JOB),
+    ],
+    "task_workers": [
+        Call(READ_VISION, ids=TASK, diagnostics=True),
+        Call(READ_VISION, ids=TASK, htmx=True, diagnostics=True),
+    ],
+    "workflows": [Call(EVERYONE), Call(EVERYONE, htmx=True)],
+    "workflow": [
+        Call(READ_VISION, ids=WORKFLOW, diagnostics=True),
+        Call(READ_VISION, ids=WORKFLOW, htmx=True, diagnostics=True),
+    ],
+    "clusters": [Call(EVERYONE), Call(EVERYONE, htmx=True)],
+    "nodes": [Call(EVERYONE), Call(EVERYONE, htmx=True)],
+    "addons": [Call(EVERYONE), Call(EVERYONE, htmx=True)],
+    "projects": [
+        Call(EVERYONE),
+        Call("302 403 403 403 403 302 302", "post", data={"name": "robotics"}),
+    ],
+    "project": [Call(READ_VISION, ids=PROJECT)],
+    "project_member_add": [
+        Call(CHANGE_VISION, "post", ids=PROJECT, data={"username": "nina", "role": "viewer"}),
+        Call(NOT_GET, ids=PROJECT),
+    ],
+    "project_member_role": [
+        Call(CHANGE_VISION, "post", ids=BOB, data={"role": "member"}),
+        Call(NOT_GET, ids=BOB),
+    ],
+    "project_member_remove": [
+        Call(CHANGE_VISION, "post", ids=BOB),
+        Call(NOT_GET, ids=BOB),
+    ],
+    "project_clusters": [
+        Call(CHANGE_VISION, "post", ids=PROJECT, data={"clusters": []}),
+        Call(NOT_GET, ids=PROJECT),
+    ],
+    "api_tokens": [Call(EVERYONE), Call(EVERYONE, "post", data={"name": "ci"})],
+    "api_token_revoke": [
+        Call("302 404 404 302 404 404 404", "post", ids={"pk": "alice_token"}),
+        Call(NOT_GET, ids={"pk": "alice_token"}),
+    ],
+    # The API's routes that its OpenAPI document does not describe.
+    "api:openapi-json": [Call("200 200 200 200 200 200 200")],
+    "api:openapi-view": [Call("200 200 200 200 200 200 200")],
+    "api:api-root": [Call("404 404 404 404 404 404 404")],
+    "api:unknown_endpoint": [Call("404 404 404 404 404 404 404", ids={"rest": "=nope"})],
+}
+
+# The API's operations, by method and path as the OpenAPI document lists them; a bearer token
+# for each reader but the anonymous one.
+READ_API_JOB = "401 404 200 200 404 200 200"
+OPERATE_API_JOB = "401 404 403 {ok} 404 403 403"
+API: dict[str, Call] = {
+    "GET /api/v1/clusters": Call("401 200 200 200 200 200 200"),
+    "GET /api/v1/nodes": Call("401 200 200 200 200 200 200"),
+    "GET /api/v1/addons": Call("401 200 200 200 200 200 200"),
+    "GET /api/v1/jobs": Call("401 200 200 200 200 200 200", diagnostics=True),
+    "POST /api/v1/jobs": Call("401 422 403 201 422 403 403", "post", data=SPEC),
+    "GET /api/v1/jobs/{job_id}": Call(READ_API_JOB, diagnostics=True),
+    "DELETE /api/v1/jobs/{job_id}": Call(
+        OPERATE_API_JOB.format(ok=202), "delete", query="?confirm=ppo-secret"
+    ),
+    "POST /api/v1/jobs/{job_id}/stop": Call(OPERATE_API_JOB.format(ok=200), "post"),
+    "POST /api/v1/jobs/{job_id}/resume": Call(OPERATE_API_JOB.format(ok=409), "post"),
+    "POST /api/v1/jobs/{job_id}/clone": Call(
+        OPERATE_API_JOB.format(ok=201), "post", data={"name": "ppo-copy"}
+    ),
+    "GET /api/v1/jobs/{job_id}/operations": Call(READ_API_JOB),
+    "GET /api/v1/workflows": Call("401 200 200 200 200 200 200"),
+    "POST /api/v1/workflows": Call(
+        "401 422 403 201 422 403 403",
+        "post",
+        data={"name": "wf-new", "project": "vision", "jobs": [{**SPEC, "project": None}]},
+    ),
+    "GET /api/v1/workflows/{workflow_id}": Call(READ_API_JOB),
+}
+
+
+# --- the routes -----------------------------------------------------------------------------
+
+
+def _names(patterns: list[Any], namespace: str = "") -> Iterator[str]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            inner = ":".join(part for part in (namespace, pattern.namespace or "") if part)
+            yield from _names(pattern.url_patterns, inner)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            yield f"{namespace}:{pattern.name}" if namespace else pattern.name
+
+
+def url_names() -> set[str]:
+    """Every named route but the admin's (test_the_admin_is_for_staff covers those) and the
+    API operations the OpenAPI document lists (API covers those)."""
+    described = {
+        operation["operationId"].removeprefix("jobs_api_")
+        for methods in api.get_openapi_schema()["paths"].values()
+        for operation in methods.values()
+    }
+    return {
+        name
+        for name in _names(get_resolver().url_patterns)
+        if not name.startswith("admin:") and name.removeprefix("api:") not in described
+    }
+
+
+def api_operations() -> set[str]:
+    paths = api.get_openapi_schema()["paths"]
+    return {f"{method.upper()} {path}" for path, methods in paths.items() for method in methods}
+
+
+def test_every_route_has_an_entry() -> None:
+    """A URL added to the URLconf or an operation added to the API fails here until the matrix
+    says who may use it."""
+    assert url_names() == set(PAGES)
+    assert api_operations() == set(API)
+
+
+# --- the world ------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    users: dict[str, User]
+    tokens: dict[str, str]
+    objects: dict[str, int]
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    """vision (bob viewer, alice member) with a crash-looping Job in a Workflow; speech
+    (charlie member); nina in no project; olga operator; root superuser."""
+    vision, speech = open_project("vision"), open_project("speech")
+    cluster = open_cluster("gpu-a", kubeconfig="x")
+    users = {name: User.objects.create_user(name, password="password")
+             for name in ("nina", "bob", "alice", "charlie", "olga")}  # fmt: skip
+    users["root"] = User.objects.create_superuser("root", password="password")
+    make_operator(users["olga"])
+    bob = Membership.objects.create(user=users["bob"], project=vision, role="viewer")
+    Membership.objects.create(user=users["alice"], project=vision)
+    Membership.objects.create(user=users["charlie"], project=speech)
+    job, task, workflow = _crashing_job(vision, cluster, users["alice"])
+    tokens = {name: ApiToken.issue(user, name="matrix")[1] for name, user in users.items()}
+    objects = {
+        "job": job.pk, "task": task.pk, "workflow": workflow.pk, "project": vision.pk,
+        "bob_membership": bob.pk,
+        "alice_token": ApiToken.objects.filter(user=users["alice"]).get().pk,
+    }  # fmt: skip
+    return World(users, tokens, objects)
+
+
+def _crashing_job(project: Project, cluster: Cluster, owner: User) -> tuple[Job, Task, Workflow]:
+    workflow = Workflow.objects.create(project=project, name="wf-secret")
+    message = encode(Message("task.with_problem", {"progress": "1/2", "problem": CRASH}))
+    job = Job.objects.create(
+        project=project, cluster=cluster, name="ppo-secret", namespace="default", owner=owner,
+        spec={"tasks": [{"role": "actor", "image": "rlinf:1"}]}, phase=JobPhase.RUNNING,
+        message=message, workflow=workflow,
+    )  # fmt: skip
+    task = Task.objects.create(
+        job=job, role="actor", template={}, phase=TaskPhase.RUNNING, desired_replicas=2,
+        ready_replicas=1, message=message,
+    )  # fmt: skip
+    now = job.created_at
+    Worker.objects.create(
+        task=task, pod_name="ppo-secret-actor-0", pod_uid="uid-crash-0", phase=PodPhase.RUNNING,
+        restart_count=33, reason="CrashLoopBackOff", last_reported_at=now,
+    )  # fmt: skip
+    PodInstance.objects.create(
+        task=task, uid="uid-crash-0", pod_name="ppo-secret-actor-0", phase=PodPhase.RUNNING,
+        restart_count=33, last_exit_code=3, termination_reason="Error", first_seen_at=now,
+        last_seen_at=now,
+    )  # fmt: skip
+    return job, task, workflow
+
+
+def _value(world: World, ref: str) -> str:
+    """`=text` is the text itself; anything else names an object of the world."""
+    return ref[1:] if ref.startswith("=") else str(world.objects[ref])
+
+
+def _ask(world: World, reader: str, call: Call, url: str, api_call: bool) -> Any:
+    """The answer to one request, in a savepoint rolled back afterwards."""
+    client = Client()
+    headers = {"HX-Request": "true"} if call.htmx else {}
+    if api_call and reader != "anonymous":
+        headers["Authorization"] = f"Bearer {world.tokens[reader]}"
+    elif reader != "anonymous":
+        client.force_login(world.users[reader])
+    kwargs: dict[str, Any] = {"headers": headers}
+    if call.data is not None:
+        kwargs |= {"data": json.dumps(call.data), "content_type": "application/json"} \
+            if api_call else {"data": call.data}  # fmt: skip
+    with transaction.atomic():
+        response = getattr(client, call.method)(url + call.query, **kwargs)
+        transaction.set_rollback(True)
+    return response
+
+
+def _check(world: World, call: Call, url: str, api_call: bool, sees: set[str]) -> None:
+    for reader, expected in call.statuses().items():
+        response = _ask(world, reader, call, url, api_call)
+        where = f"{call.method.upper()} {url}{call.query} as {reader}"
+        assert response.status_code == expected, where
+        text = response.content.decode()
+        if reader not in SEES_VISION and response.status_code < 300:
+            assert not [secret for secret in SECRETS if secret in text], f"leak: {where}"
+        if response.status_code == 200:
+            shown = bool(DIAGNOSTICS.search(text))
+            assert shown == (call.diagnostics and reader in sees), f"diagnostics: {where}"
+
+
+# --- the matrix -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_page(world: World, name: str) -> None:
+    for call in PAGES[name]:
+        ids = {key: _value(world, ref) for key, ref in call.ids.items()}
+        _check(world, call, reverse(name, kwargs=ids), False, SEES_DIAGNOSTICS)
+
+
+@pytest.mark.parametrize("operation", sorted(API))
+def test_api(world: World, operation: str) -> None:
+    call = API[operation]
+    path = operation.split(" ", 1)[1]
+    url = path.format(job_id=world.objects["job"], workflow_id=world.objects["workflow"])
+    _check(world, call, url, True, SEES_DIAGNOSTICS)
+
+
+def test_the_members_setting_opens_diagnostics_to_members_only(world: World, settings: Any) -> None:
+    """TRAINYARD_DIAGNOSTICS=members: alice, a member of vision, sees them; bob, its viewer,
+    does not; operators still do."""
+    settings.TRAINYARD_DIAGNOSTICS = "members"
+    sees = SEES_DIAGNOSTICS | {"alice"}
+    for name in ("job", "task_workers", "job_record", "jobs", "workflow", "dashboard"):
+        for call in PAGES[name]:
+            ids = {key: _value(world, ref) for key, ref in call.ids.items()}
+            _check(world, call, reverse(name, kwargs=ids), False, sees)
+    for operation in ("GET /api/v1/jobs", "GET /api/v1/jobs/{job_id}"):
+        url = operation.split(" ", 1)[1].format(job_id=world.objects["job"])
+        _check(world, API[operation], url, True, sees)
+
+
+def test_the_admin_is_for_staff(world: World) -> None:
+    """Every admin page (its index and each model's list) redirects anyone but staff to the
+    admin's login: operators are not staff; root, a superuser, is (and the admin shows the
+    stored facts, diagnostics included)."""
+    urls = [reverse("admin:index")] + [
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        for model in admin.site._registry
+    ]
+    call = Call("302 302 302 302 302 302 200")
+    for url in urls:
+        with_facts = "/workers/" in url
+        _check(world, replace(call, diagnostics=with_facts), url, False, {"root"})
