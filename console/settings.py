@@ -264,3 +264,21 @@ if REDIS_URL:
     }
 if str(DATABASES["default"]["ENGINE"]).endswith("postgresql"):
     DATABASES["default"]["OPTIONS"] = {"connect_timeout": 5}
+
+# /healthz, /readyz and /metrics are answered before any other middleware (console/health.py);
+# request latency is measured around everything else (console/metrics.py).
+MIDDLEWARE = [
+    "console.health.endpoints_middleware",
+    "console.metrics.latency_middleware",
+    *MIDDLEWARE,
+]
+# A scrape of /metrics must carry `Authorization: Bearer <this>`; unset, /metrics is open and a
+# network policy must guard it (docs/operations.md, "Health and metrics").
+TRAINYARD_METRICS_TOKEN = env("TRAINYARD_METRICS_TOKEN")
+
+TRAINYARD_LOG_FORMAT = env("TRAINYARD_LOG_FORMAT", "text")
+if TRAINYARD_LOG_FORMAT not in ("text", "json"):
+    raise ConfigError(f"TRAINYARD_LOG_FORMAT must be text or json, not {TRAINYARD_LOG_FORMAT!r}")
+if TRAINYARD_LOG_FORMAT == "json":  # one JSON object per line and event (console/logs.py)
+    LOGGING["formatters"] = {"json": {"()": "console.logs.JsonFormatter"}}
+    LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]

@@ -214,8 +214,8 @@ def test_it_takes_one_delete_and_keeps_every_other_operation_legal_under_a_crowd
 
     job.refresh_from_db()
     assert job.delete_requested_at is not None
-    expected = {None: (JobPhase.RUNNING, False), Action.STOP: (JobPhase.STOPPED, True)}
-    last = transitions[-1] if transitions else None
+    expected = {"": (JobPhase.RUNNING, False), Action.STOP: (JobPhase.STOPPED, True)}
+    last = transitions[-1] if transitions else ""
     assert (job.phase, job.stopped) == expected.get(last, (JobPhase.PENDING, False))
 
     clones = Job.objects.filter(cloned_from=job)
