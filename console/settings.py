@@ -282,3 +282,17 @@ if TRAINYARD_LOG_FORMAT not in ("text", "json"):
 if TRAINYARD_LOG_FORMAT == "json":  # one JSON object per line and event (console/logs.py)
     LOGGING["formatters"] = {"json": {"()": "console.logs.JsonFormatter"}}
     LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]
+
+# Static files are served by the web process itself (whitenoise), from a directory the image
+# fills at build time (`collectstatic`); out of debug mode under hashed names, cached for good.
+STATIC_ROOT = Path(env("TRAINYARD_STATIC_ROOT", str(STATIC_ROOT)))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns of a missing one
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+if not DEBUG:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
