@@ -52,14 +52,20 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None
 
 @contextmanager
 def redis_server(directory: Path) -> Iterator[str]:
-    """CI's Redis (REDIS_URL, set by .ci/run) or, without one, a redis-server of this test's own
-    on a free port, keeping nothing on disk. Never the machine's own: a test may stop this one."""
+    """CI's Redis (REDIS_URL, set by .ci/run) or, without one, a redis-server of this test's own."""
     if settings.REDIS_URL:
         yield settings.REDIS_URL
         return
+    with own_redis_server(directory, free_port()) as url:
+        yield url
+
+
+@contextmanager
+def own_redis_server(directory: Path, port: int) -> Iterator[str]:
+    """A redis-server of the test's own on `port`, keeping nothing on disk. Never the machine's
+    own: a test may stop this one."""
     binary = shutil.which("redis-server")
     assert binary, "this test needs redis-server (scripts/ensure-test-tools installs it)"
-    port = free_port()
     server = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(directory)],

@@ -8,6 +8,7 @@ docs/operations.md §Celery under faults.
   the cluster converge. This needs Redis: the embedded broker deletes a message when a worker
   takes it (docs/operations.md §The embedded broker), so the test runs on CI's Redis or starts
   a redis-server of its own.
+- Redis stopped and started again under a worker and a beat: the syncs resume by themselves.
 - Two beats over the configured broker (the embedded one here, Redis in CI) queue every sync
   twice; two workers run them; the sync lease lets no two cycles of one cluster overlap.
 """
@@ -25,13 +26,22 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.utils import timezone
 
 from console.kube.gateway import STATEFULSETS
 from console.models import Cluster, Node
 from jobs.models import Operation
 from simcluster.server import SimCluster
 from tests.engine.conftest import gateway, submit, task
-from tests.processes import Gate, Processes, database_url, redis_server, wait_for
+from tests.processes import (
+    Gate,
+    Processes,
+    database_url,
+    free_port,
+    own_redis_server,
+    redis_server,
+    wait_for,
+)
 
 # A short sync interval and kube timeouts make every limit derived from them short: the sync
 # lease is 3 * 1 + 2 * (1 + 2) = 9 s, the hard time limit 12 s, the visibility timeout 24 s.
@@ -200,3 +210,27 @@ def test_it_never_syncs_a_cluster_twice_at_once_under_two_beats(
     assert cycles >= CYCLES, worker_logs  # the clusters were synced all along ...
     assert skipped >= CYCLES, worker_logs  # ... while the other beat's syncs met running ones
     assert "Traceback" not in worker_logs, worker_logs
+
+
+# --- Redis restarted ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_syncs_again_by_itself_after_redis_restarts(
+    cluster: Cluster, processes: Processes, tmp_path: Path
+) -> None:
+    """Always a Redis of the test's own (never CI's, which other tests use): stopped under a
+    running worker and beat, started again on the same port; the syncs resume with no process
+    restarted (CELERY_BROKER_CONNECTION_MAX_RETRIES = None)."""
+    port = free_port()
+    processes.env.update(FAST, REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    with own_redis_server(tmp_path, port):
+        worker = processes.start("worker", *WORKER)
+        beat = processes.start("beat", "beat", "-s", str(tmp_path / "beat"), "-l", "info")
+        synced = Cluster.objects.filter(pk=cluster.pk, last_synced_at__isnull=False)
+        wait_for(synced.exists, 60, "a first sync")
+    down = timezone.now()  # Redis is stopped now, for as long as it takes to start it again
+    with own_redis_server(tmp_path, port):
+        again = Cluster.objects.filter(pk=cluster.pk, last_synced_at__gt=down)
+        wait_for(again.exists, 60, "a sync after the restart")
+        assert worker.poll() is None and beat.poll() is None, processes.log("worker")
