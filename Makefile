@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint bench browsers screenshots clean
+.PHONY: run test check lint bench browsers screenshots image-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@scripts/find-python >/dev/null
@@ -30,6 +30,11 @@ check: $(STAMP)
 	$(BIN)/mypy .
 	$(PYTHON) manage.py check --fail-level WARNING
 	$(PYTHON) manage.py makemigrations --check --dry-run
+
+# The Dockerfile's steps outside a container, in a fresh virtualenv, then its web process
+# answering (about 2 minutes: most of it installing the packages).
+image-check: $(STAMP)
+	$(PYTHON) deploy/check_image.py
 
 bench: $(STAMP)
 	$(PYTHON) -m bench

@@ -207,3 +207,37 @@ class ApiToken(models.Model):
         """Creates a token and returns it with its plain text, which is shown once."""
         plain = "ty_" + secrets.token_urlsafe(32)
         return cls.objects.create(user=user, name=name, token_hash=cls.hash(plain)), plain
+
+
+class SyncStats(models.Model):
+    """Running totals of sync cycles, per cluster, result and duration bucket: what /metrics
+    shows as the sync histogram and counters. Kept in the database because cycles run in worker
+    processes (often on other hosts) and the web process answers the scrape; one row is updated
+    per cycle (docs/decisions.md, "Metrics across processes")."""
+
+    class Result(models.TextChoices):
+        SYNCED = "synced"
+        UNREACHABLE = "unreachable"
+        SKIPPED = "skipped"
+        FAILED = "failed"
+
+    cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="+")
+    result = models.CharField(max_length=16, choices=Result.choices)
+    # Index into console.metrics.SYNC_BUCKETS of the smallest bound the cycle fits under.
+    bucket = models.PositiveSmallIntegerField()
+    cycles = models.PositiveBigIntegerField(default=0)
+    seconds = models.FloatField(default=0.0)
+    cpu_seconds = models.FloatField(default=0.0)
+    api_requests = models.PositiveBigIntegerField(default=0)
+    bytes_received = models.PositiveBigIntegerField(default=0)
+    rows_written = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "result", "bucket"], name="one_sync_stats_row_per_bucket"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.result} {self.bucket}: {self.cycles}"

@@ -9,6 +9,8 @@ import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from kombu import Queue
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -218,3 +220,98 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(TRAINYARD_SYNC_INTERVAL),
     },
 }
+
+
+# === Production: Celery under faults, probes, metrics, structured logs ============================
+# Each setting of this block is explained in docs/operations.md (§Celery under faults, §Health and
+# metrics, §Logs); tests/console/test_production_settings.py holds the two together.
+
+# The longest one call to a cluster may take: connect, then read.
+_KUBE_CALL_SECONDS = TRAINYARD_KUBE_CONNECT_TIMEOUT + TRAINYARD_KUBE_READ_TIMEOUT
+# A sync (or a reconcile, a part of what a sync does) is asked to stop once it has run as long as
+# the sync lease lasts (console.engine.cycle.lease_seconds: a few intervals and two slow calls
+# and watches) ...
+TRAINYARD_TASK_SOFT_TIME_LIMIT = 3 * TRAINYARD_SYNC_INTERVAL + 2 * (
+    _KUBE_CALL_SECONDS + TRAINYARD_WATCH_SECONDS
+)
+# ... and killed if it has not, one more call later (time to release the lease on its way out).
+TRAINYARD_TASK_TIME_LIMIT = TRAINYARD_TASK_SOFT_TIME_LIMIT + _KUBE_CALL_SECONDS
+# A message a worker took comes back to the queue if not acknowledged within this time: above the
+# longest a live worker can hold it (wait for one task in its process to end, then run its own).
+TRAINYARD_BROKER_VISIBILITY_TIMEOUT = 2 * TRAINYARD_TASK_TIME_LIMIT
+
+CELERY_TASK_DEFAULT_QUEUE = "default"
+# Named routing keys: queues sharing one would each receive every message.
+CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in ("default", "sync", "reconcile")]
+CELERY_TASK_ROUTES = {
+    "console.tasks.sync_cluster": {"queue": "sync"},
+    "console.tasks.reconcile_job": {"queue": "reconcile"},
+}
+_IDEMPOTENT_TASK = {
+    "acks_late": True,
+    "soft_time_limit": TRAINYARD_TASK_SOFT_TIME_LIMIT,
+    "time_limit": TRAINYARD_TASK_TIME_LIMIT,
+}
+CELERY_TASK_ANNOTATIONS = {
+    "console.tasks.sync_cluster": _IDEMPOTENT_TASK,
+    "console.tasks.reconcile_job": _IDEMPOTENT_TASK,
+    "console.tasks.sync_all_clusters": {
+        "soft_time_limit": TRAINYARD_SYNC_INTERVAL,
+        "time_limit": 2 * TRAINYARD_SYNC_INTERVAL,
+    },
+}
+CELERY_BEAT_SCHEDULE["sync-clusters"]["options"] = {"expires": float(TRAINYARD_SYNC_INTERVAL)}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 3,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+if REDIS_URL:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": TRAINYARD_BROKER_VISIBILITY_TIMEOUT,
+        "unacked_restore_interval": 10,
+        "unacked_restore_throttle": 1,
+        "socket_connect_timeout": 5,
+        "socket_timeout": 30,
+        "health_check_interval": 10,
+        "retry_on_timeout": True,
+    }
+if str(DATABASES["default"]["ENGINE"]).endswith("postgresql"):
+    DATABASES["default"]["OPTIONS"] = {"connect_timeout": 5}
+
+# /healthz, /readyz and /metrics are answered before any other middleware (console/health.py);
+# request latency is measured around everything else (console/metrics.py).
+MIDDLEWARE = [
+    "console.health.endpoints_middleware",
+    "console.metrics.latency_middleware",
+    *MIDDLEWARE,
+]
+# A scrape of /metrics must carry `Authorization: Bearer <this>`; unset, /metrics is open and a
+# network policy must guard it (docs/operations.md, "Health and metrics").
+TRAINYARD_METRICS_TOKEN = env("TRAINYARD_METRICS_TOKEN")
+
+TRAINYARD_LOG_FORMAT = env("TRAINYARD_LOG_FORMAT", "text")
+if TRAINYARD_LOG_FORMAT not in ("text", "json"):
+    raise ConfigError(f"TRAINYARD_LOG_FORMAT must be text or json, not {TRAINYARD_LOG_FORMAT!r}")
+if TRAINYARD_LOG_FORMAT == "json":  # one JSON object per line and event (console/logs.py)
+    LOGGING["formatters"] = {"json": {"()": "console.logs.JsonFormatter"}}
+    LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]
+
+# Static files are served by the web process itself (whitenoise), from a directory the image
+# fills at build time (`collectstatic`); out of debug mode under hashed names, cached for good.
+STATIC_ROOT = Path(env("TRAINYARD_STATIC_ROOT", str(STATIC_ROOT)))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns of a missing one
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+if not DEBUG:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }

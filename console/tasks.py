@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
+
+from console.logs import log_context
 
 logger = logging.getLogger(__name__)
 
@@ -20,14 +23,27 @@ def sync_all_clusters() -> None:
 
 @shared_task
 def sync_cluster(cluster_id: int) -> None:
+    """Each cycle is added to the cluster's metrics (console.metrics), failed ones too."""
+    from console import metrics
     from console.engine.cycle import sync_cluster as run
 
-    result = run(cluster_id)
-    logger.info("sync of cluster %s (%s): %s", result.name, cluster_id, result.summary())
+    started = time.monotonic()
+    with log_context(cluster_id=cluster_id):
+        try:
+            result = run(cluster_id)
+        except Exception:
+            metrics.record_failed_sync(cluster_id, time.monotonic() - started)
+            raise
+        metrics.record_sync(result)
+        logger.info(
+            "sync of cluster %s (%s): %s", result.name, cluster_id, result.summary(),
+            extra={"cluster": result.name, "skipped": result.skipped, "seconds": result.seconds},
+        )  # fmt: skip
 
 
 @shared_task
 def reconcile_job(job_id: int) -> None:
     from console.engine.one_job import reconcile_job as run
 
-    run(job_id)
+    with log_context(job_id=job_id):
+        run(job_id)

@@ -1,0 +1,237 @@
+"""Process faults (issue 13, item 2): Celery workers killed in the middle of a task, and two beats
+at once. The settings that make them survivable are in console/settings.py and explained in
+docs/operations.md §Celery under faults.
+
+- A worker killed with SIGKILL (its pool processes with it, as when its container dies) while a
+  sync and a reconcile are in flight: both messages were taken but not acknowledged (acks_late),
+  so Redis hands them to the next worker once the visibility timeout has passed, and the Job and
+  the cluster converge. This needs Redis: the embedded broker deletes a message when a worker
+  takes it (docs/operations.md §The embedded broker), so the test runs on CI's Redis or starts
+  a redis-server of its own.
+- Redis stopped and started again under a worker and a beat: the syncs resume by themselves.
+- Two beats over the configured broker (the embedded one here, Redis in CI) queue every sync
+  twice; two workers run them; the sync lease lets no two cycles of one cluster overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import textwrap
+from collections.abc import Iterator
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.utils import timezone
+
+from console.kube.gateway import STATEFULSETS
+from console.models import Cluster, Node
+from jobs.models import Operation
+from simcluster.server import SimCluster
+from tests.engine.conftest import gateway, submit, task
+from tests.processes import (
+    Gate,
+    Processes,
+    database_url,
+    free_port,
+    own_redis_server,
+    redis_server,
+    wait_for,
+)
+
+# A short sync interval and kube timeouts make every limit derived from them short: the sync
+# lease is 3 * 1 + 2 * (1 + 2 + 1 watch) = 11 s, the hard time limit 14 s, the visibility
+# timeout 28 s.
+FAST = {
+    "TRAINYARD_SYNC_INTERVAL": "1",
+    "TRAINYARD_KUBE_CONNECT_TIMEOUT": "1",
+    "TRAINYARD_KUBE_READ_TIMEOUT": "2",
+}
+WORKER = ["worker", "-Q", "default,sync,reconcile", "--concurrency", "2", "-l", "info"]
+PUBLISH = """
+import django
+django.setup()
+from console.tasks import reconcile_job, sync_cluster
+reconcile_job.delay({job})
+sync_cluster.delay({cluster})
+"""
+
+
+@pytest.fixture
+def sim() -> Iterator[SimCluster]:
+    with SimCluster(nodes=2, gpus_per_node=4, speed=20) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    call_command("add_cluster", "sim", kubeconfig=str(kubeconfig), stdout=StringIO())
+    return Cluster.objects.get(name="sim")
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url(),
+        TRAINYARD_VAR_DIR=str(tmp_path),  # a fresh embedded broker file
+        DJANGO_SETTINGS_MODULE="console.settings",
+    )
+    started = Processes(env, tmp_path)
+    yield started
+    started.stop_all()
+
+
+def received(log: str, task_name: str) -> set[str]:
+    """The ids of the tasks of that name a worker's log says it received."""
+    return set(re.findall(rf"Task {re.escape(task_name)}\[([0-9a-f-]+)\] received", log))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_redelivers_a_sync_and_a_reconcile_killed_mid_task_and_both_converge(
+    alice: User, cluster: Cluster, sim: SimCluster, processes: Processes, tmp_path: Path
+) -> None:
+    job = submit(alice, cluster, "kept", task(replicas=1))
+    sync_held = Gate(sim, "GET", "/apis/apps/v1/statefulsets")  # the sync's first LIST
+    create_held = Gate(sim, "POST", "/statefulsets")  # the reconcile's create
+    with redis_server(tmp_path) as redis_url:
+        processes.env.update(FAST, REDIS_URL=redis_url)
+        processes.purge()
+        first = processes.start("first", *WORKER, "-n", "first@%h")
+        publish = textwrap.dedent(PUBLISH).format(job=job.pk, cluster=cluster.pk)
+        processes.start("publish", "-c", publish, command=[sys.executable])
+        assert create_held.arrived.wait(60), processes.log("first")
+        assert sync_held.arrived.wait(5), processes.log("first")
+        processes.kill(first)  # both requests still held: neither task got any further
+        sync_held.released.set()
+        create_held.released.set()
+        assert not gateway(cluster).list(STATEFULSETS, namespace="default")
+
+        processes.start("second", *WORKER, "-n", "second@%h")
+        job_applied = Operation.objects.filter(job=job, result=Operation.Result.APPLIED)
+        wait_for(job_applied.exists, 90, "the reconcile redelivered and applied")
+        wait_for(lambda: Node.objects.filter(cluster=cluster).count() == 2, 60, "the sync")
+
+    first_log, second_log = processes.log("first"), processes.log("second")
+    for name in ("console.tasks.reconcile_job", "console.tasks.sync_cluster"):
+        assert received(first_log, name) & received(second_log, name), (name, second_log)
+    statefulsets = gateway(cluster).list(STATEFULSETS, namespace="default")
+    assert [item["metadata"]["name"] for item in statefulsets] == ["kept-worker"]
+    cluster.refresh_from_db()
+    assert cluster.reachable and cluster.last_synced_at is not None
+    assert cluster.sync_lease_until is None  # the killed cycle's lease ran out; this one ended
+
+
+# --- two beats -------------------------------------------------------------------------------
+
+# A worker whose sync notes, in a file shared by every process, when a cycle holds a cluster's
+# lease: "take" once the conditional UPDATE that takes it returned, "release" before the UPDATE
+# that gives it back. Each noted span lies inside the real one, so spans of one cluster that
+# overlap are two cycles that held the cluster at once.
+NOTING_WORKER = """
+import os, sys, time
+import django
+django.setup()
+from console.engine import cycle as sync
+spans = sys.argv.pop(1)
+def note(event, cluster_id):
+    with open(spans, "a") as out:
+        out.write(f"{event} {cluster_id} {time.monotonic_ns()}\\n")
+take_lease, finish = sync.take_lease, sync.finish
+def noting_take_lease(cluster_id, now):
+    lease = take_lease(cluster_id, now)
+    if lease is not None:
+        note("take", cluster_id)
+    return lease
+def noting_finish(cluster_id, lease, **fields):
+    note("release", cluster_id)
+    finish(cluster_id, lease, **fields)
+sync.take_lease, sync.finish = noting_take_lease, noting_finish
+from celery.__main__ import main
+sys.argv[0] = "celery"
+main()
+"""
+TICKS = 20
+# Measured here: 14 cycles and 22 skipped over 20 ticks of each beat (the embedded broker).
+CYCLES = 10
+
+
+def overlaps(spans: str) -> tuple[int, int]:
+    """(cycles, cycles that started while another cycle of the same cluster held it)."""
+    noted = (line.split() for line in spans.splitlines() if line)
+    events = sorted((int(at), event, cluster) for event, cluster, at in noted)
+    holding: dict[str, int] = {}
+    cycles = overlapping = 0
+    for _at, event, cluster in events:
+        if event == "take":
+            cycles += 1
+            overlapping += holding.get(cluster, 0) > 0
+            holding[cluster] = holding.get(cluster, 0) + 1
+        else:
+            holding[cluster] = holding.get(cluster, 0) - 1
+    return cycles, overlapping
+
+
+def test_it_counts_an_overlap_when_two_cycles_of_one_cluster_hold_it_at_once() -> None:
+    assert overlaps("take 1 10\nrelease 1 20\ntake 1 30\nrelease 1 40\n") == (2, 0)
+    assert overlaps("take 1 10\ntake 2 15\nrelease 2 18\nrelease 1 20\n") == (2, 0)
+    assert overlaps("take 1 10\ntake 1 15\nrelease 1 18\nrelease 1 20\n") == (2, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_never_syncs_a_cluster_twice_at_once_under_two_beats(
+    cluster: Cluster, sim: SimCluster, processes: Processes, tmp_path: Path
+) -> None:
+    Cluster.objects.create(name="sim-b", kubeconfig=cluster.kubeconfig, namespace="default")
+    sim.set_fault(latency_ms=250, seconds=600)  # a cycle of 8 LISTs takes 2 s: ticks meet it
+    spans = tmp_path / "spans"
+    processes.env.update(TRAINYARD_SYNC_INTERVAL="1")
+    if processes.env.get("REDIS_URL"):
+        processes.purge()
+    noting = [sys.executable, "-c", textwrap.dedent(NOTING_WORKER), str(spans)]
+    for name in ("worker-a", "worker-b"):
+        processes.start(name, *WORKER, "-n", f"{name}@%h", command=noting)
+    for name in ("beat-a", "beat-b"):
+        processes.start(name, "beat", "-s", str(tmp_path / name), "-l", "info")
+
+    def enough_ticks() -> bool:
+        sent = [processes.log(name).count("Sending due task") for name in ("beat-a", "beat-b")]
+        return min(sent) >= TICKS
+
+    wait_for(enough_ticks, 120, f"{TICKS} ticks of each beat")
+    worker_logs = processes.log("worker-a") + processes.log("worker-b")
+    cycles, overlapping = overlaps(spans.read_text())
+    skipped = worker_logs.count("skipped: another sync of this cluster is running")
+    assert overlapping == 0, spans.read_text()
+    assert cycles >= CYCLES, worker_logs  # the clusters were synced all along ...
+    assert skipped >= CYCLES, worker_logs  # ... while the other beat's syncs met running ones
+    assert "Traceback" not in worker_logs, worker_logs
+
+
+# --- Redis restarted ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_syncs_again_by_itself_after_redis_restarts(
+    cluster: Cluster, processes: Processes, tmp_path: Path
+) -> None:
+    """Always a Redis of the test's own (never CI's, which other tests use): stopped under a
+    running worker and beat, started again on the same port; the syncs resume with no process
+    restarted (CELERY_BROKER_CONNECTION_MAX_RETRIES = None)."""
+    port = free_port()
+    processes.env.update(FAST, REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    with own_redis_server(tmp_path, port):
+        worker = processes.start("worker", *WORKER)
+        beat = processes.start("beat", "beat", "-s", str(tmp_path / "beat"), "-l", "info")
+        synced = Cluster.objects.filter(pk=cluster.pk, last_synced_at__isnull=False)
+        wait_for(synced.exists, 60, "a first sync")
+    down = timezone.now()  # Redis is stopped now, for as long as it takes to start it again
+    with own_redis_server(tmp_path, port):
+        again = Cluster.objects.filter(pk=cluster.pk, last_synced_at__gt=down)
+        wait_for(again.exists, 60, "a sync after the restart")
+        assert worker.poll() is None and beat.poll() is None, processes.log("worker")
