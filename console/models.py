@@ -11,6 +11,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from console.fields import KubeconfigField
+
 
 class Project(models.Model):
     """Every Job and Workflow belongs to one; every query of them is scoped by membership."""
@@ -44,10 +46,33 @@ class Membership(models.Model):
 
 
 class Cluster(models.Model):
-    """A data-plane Kubernetes cluster. Reachability is what the last sync attempt found."""
+    """A data-plane Kubernetes cluster. Reachability is what the last sync attempt found.
+
+    Its kubeconfig is stored encrypted (console/fields.py), or referenced by a file path read
+    at every use (`kubeconfig_path`, which then wins); reading `kubeconfig` gives the text.
+    """
 
     name = models.SlugField(_("name"), max_length=63, unique=True)
-    kubeconfig = models.TextField(_("kubeconfig"), help_text=_("Stored, never shown back."))
+    kubeconfig = KubeconfigField(
+        _("kubeconfig"), blank=True, help_text=_("Stored encrypted, never shown back.")
+    )
+    kubeconfig_path = models.CharField(
+        _("kubeconfig file"),
+        max_length=1024,
+        blank=True,
+        help_text=_(
+            "Instead of the content: the absolute path of a kubeconfig file on the console's "
+            "hosts (e.g. a mounted Kubernetes Secret), read at every use."
+        ),
+    )
+    insecure = models.BooleanField(
+        _("insecure (TLS not verified)"),
+        default=False,
+        help_text=_(
+            "Allow a kubeconfig that skips TLS verification of the API server "
+            "(insecure-skip-tls-verify). Shown on the Clusters page."
+        ),
+    )
     context = models.CharField(_("context"), max_length=253, blank=True)
     namespace = models.CharField(_("default namespace"), max_length=63, default="default")
     reachable = models.BooleanField(_("reachable"), default=False)

@@ -4,8 +4,11 @@ Project variables are named TRAINYARD_* (or DATABASE_URL / REDIS_URL): the Celer
 any CELERY_* variable as one of its own options.
 """
 
+import base64
+import binascii
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -61,7 +64,28 @@ def database_from_url(url: str) -> dict[str, object]:
     }
 
 
-def secret_key_in(path: Path) -> str:
+def fernet_key() -> str:
+    """A new key for TRAINYARD_FIELD_KEYS: 32 random bytes, URL-safe base64 (Fernet's form)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+def field_keys(value: str) -> list[str]:
+    """TRAINYARD_FIELD_KEYS: comma-separated Fernet keys, newest first, each checked here."""
+    keys = [key.strip() for key in value.split(",") if key.strip()]
+    for position, key in enumerate(keys, 1):
+        try:
+            valid = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except (binascii.Error, ValueError):
+            valid = False
+        if not valid:
+            raise ConfigError(
+                f"TRAINYARD_FIELD_KEYS: key {position} is not a Fernet key (32 bytes in URL-safe "
+                "base64; make one with `manage.py rotate_keys --new-key`)"
+            )
+    return keys
+
+
+def secret_key_in(path: Path, make: Callable[[], str] = lambda: secrets.token_urlsafe(50)) -> str:
     """The key kept in PATH, made on first start: sessions and signed values outlive a restart.
 
     Written to a file of its own and linked into place, so that processes starting together all
@@ -70,7 +94,7 @@ def secret_key_in(path: Path) -> str:
     if not path.exists():
         draft = path.with_name(f"{path.name}.{os.getpid()}")
         with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            out.write(secrets.token_urlsafe(50))
+            out.write(make())
         try:
             os.link(draft, path)
         except FileExistsError:
@@ -89,6 +113,12 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ConfigError("TRAINYARD_SECRET_KEY is required when TRAINYARD_DEBUG is false")
     SECRET_KEY = secret_key_in(VAR_DIR / "secret_key")
+# Credentials at rest (console/encryption.py): the first key encrypts, every key decrypts.
+TRAINYARD_FIELD_KEYS = field_keys(env("TRAINYARD_FIELD_KEYS"))
+if not TRAINYARD_FIELD_KEYS:
+    if not DEBUG:
+        raise ConfigError("TRAINYARD_FIELD_KEYS is required when TRAINYARD_DEBUG is false")
+    TRAINYARD_FIELD_KEYS = [secret_key_in(VAR_DIR / "field_key", fernet_key)]
 ALLOWED_HOSTS = [
     h for h in env("TRAINYARD_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
 ]

@@ -29,7 +29,9 @@ from jobs.spec import quantity_value
 PAGE_SIZE = 100
 # Ages on these pages are shown to the minute: a fragment re-renders at least this often.
 AGE_BUCKET_SECONDS = 30
-CLUSTER_FIELDS = ("pk", "name", "reachable", "message", "last_synced_at", "last_attempt_at")
+CLUSTER_FIELDS = (
+    "pk", "name", "reachable", "insecure", "message", "last_synced_at", "last_attempt_at",
+)  # fmt: skip
 
 
 def _count(rows: QuerySet[Any]) -> Coalesce:
