@@ -9,12 +9,13 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from console import audit, tokens
 from console.kube.kubeconfig import (
     KubeconfigRejected,
     read_kubeconfig_file,
     validate_kubeconfig,
 )
-from console.models import Addon, ApiToken, Cluster, Membership, Node, Project
+from console.models import Addon, ApiToken, AuditEvent, Cluster, Membership, Node, Project
 from jobs.admin import WordedMessage
 
 
@@ -24,11 +25,52 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+def _changed(form: forms.ModelForm) -> str:
+    """Which fields changed, by name only: never their values (a kubeconfig is one)."""
+    return "changed: " + ", ".join(form.changed_data) if form.changed_data else ""
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    """A project that still has Jobs or Workflows cannot be deleted here: deleting its rows
+    would leave their workloads running on the clusters. Delete its Jobs on the console first
+    (each delete removes the workloads), then the project."""
+
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     inlines = [MembershipInline]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:
+        if obj is not None and (obj.jobs.exists() or obj.workflows.exists()):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        action = audit.Action.PROJECT_CHANGE if change else audit.Action.PROJECT_CREATE
+        audit.record(action, request=request, target=f"project {obj.name}", detail=_changed(form))
+
+    def delete_model(self, request: HttpRequest, obj: Project) -> None:
+        audit.record(audit.Action.PROJECT_DELETE, request=request, target=f"project {obj.name}")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for project in queryset:
+            self.delete_model(request, project)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        for membership in formset.deleted_objects:
+            _membership(request, audit.Action.MEMBERSHIP_REMOVE, membership)
+        super().save_formset(request, form, formset, change)
+        for membership in formset.new_objects:
+            _membership(request, audit.Action.MEMBERSHIP_ADD, membership)
+        for membership, _fields in formset.changed_objects:
+            _membership(request, audit.Action.MEMBERSHIP_CHANGE, membership)
+
+
+def _membership(request: HttpRequest, action: audit.Action, membership: Membership) -> None:
+    target = f"{membership.user} in project {membership.project}"
+    audit.record(action, request=request, target=target, detail=f"role: {membership.role}")
 
 
 class ClusterForm(forms.ModelForm):
@@ -106,6 +148,19 @@ class ClusterAdmin(WordedMessage, admin.ModelAdmin):
         "reachable", "worded_message", "last_synced_at", "last_attempt_at", "created_at",
     ]  # fmt: skip
 
+    def save_model(self, request: HttpRequest, obj: Cluster, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        action = audit.Action.CLUSTER_CHANGE if change else audit.Action.CLUSTER_CREATE
+        audit.record(action, request=request, target=f"cluster {obj.name}", detail=_changed(form))
+
+    def delete_model(self, request: HttpRequest, obj: Cluster) -> None:
+        audit.record(audit.Action.CLUSTER_DELETE, request=request, target=f"cluster {obj.name}")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for cluster in queryset:
+            self.delete_model(request, cluster)
+
     def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
         return (
             "name", "kubeconfig", "kubeconfig_path", "insecure", "context", "namespace",
@@ -155,4 +210,30 @@ class ApiTokenAdmin(admin.ModelAdmin):
     fields = readonly_fields = ("user", "name", "created_at", "last_used_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        tokens.revoke(obj, "revoked in the admin", request=request)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for token in queryset.select_related("user"):
+            tokens.revoke(token, "revoked in the admin", request=request)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The audit trail, read-only: nobody adds, changes or deletes an entry."""
+
+    list_display = ["at", "actor_name", "action", "target", "result", "ip"]
+    list_filter = ["action", "result"]
+    search_fields = ["actor_name", "target", "detail", "ip"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class ConsoleConfig(AppConfig):
     name = "console"
     verbose_name = "Platform"
+
+    def ready(self) -> None:
+        from console import audit, sessions, tokens
+
+        audit.connect_signals()
+        tokens.connect_signals()
+        sessions.connect_signals()

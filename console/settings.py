@@ -6,7 +6,9 @@ any CELERY_* variable as one of its own options.
 
 import base64
 import binascii
+import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,30 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
     if number < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, not {number}")
     return number
+
+
+def proxy_networks(value: str) -> list[str]:
+    """TRAINYARD_TRUSTED_PROXIES: addresses or networks (CIDR) of the reverse proxies whose
+    X-Forwarded-For is believed; each is checked here."""
+    networks = [item.strip() for item in value.split(",") if item.strip()]
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"TRAINYARD_TRUSTED_PROXIES: {network!r} is not an IP address or network"
+            ) from None
+    return networks
+
+
+def proxy_ssl_header(value: str) -> tuple[str, str] | None:
+    """TRAINYARD_SECURE_PROXY_SSL_HEADER names the header by which the proxy says the request
+    came over HTTPS (e.g. X-Forwarded-Proto); its value must then be `https`."""
+    if not value:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9-]+", value):
+        raise ConfigError(f"TRAINYARD_SECURE_PROXY_SSL_HEADER must be a header name, not {value!r}")
+    return ("HTTP_" + value.upper().replace("-", "_"), "https")
 
 
 def database_from_url(url: str) -> dict[str, object]:
@@ -134,14 +160,52 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # serves Swagger UI's files for /api/v1/docs itself (no CDN)
     "console",
     "jobs",
     "workers",
     "simcluster",
 ]
 
+# --- HTTPS, proxies, cookies (docs/operations.md "Security settings") ----------------------
+# Safe by default once TRAINYARD_DEBUG is false; each can be changed by its variable.
+SECURE_SSL_REDIRECT = env_bool("TRAINYARD_SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("TRAINYARD_SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TRAINYARD_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("TRAINYARD_SECURE_HSTS_PRELOAD", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("TRAINYARD_SECURE_COOKIES", not DEBUG)
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env("TRAINYARD_SECURE_PROXY_SSL_HEADER"))
+TRAINYARD_TRUSTED_PROXIES = proxy_networks(env("TRAINYARD_TRUSTED_PROXIES"))
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy: nothing inline, nothing from elsewhere (templates need neither).
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
+
+# Sessions: an idle timeout and an absolute one (console/sessions.py); background polling
+# extends neither.
+TRAINYARD_SESSION_IDLE_TIMEOUT = env_int("TRAINYARD_SESSION_IDLE_TIMEOUT", 8 * 3600, minimum=60)
+TRAINYARD_SESSION_MAX_AGE = env_int("TRAINYARD_SESSION_MAX_AGE", 7 * 86400, minimum=60)
+SESSION_COOKIE_AGE = TRAINYARD_SESSION_MAX_AGE
+
+# Failed logins allowed per account, and per client address (logins and API tokens), within
+# the window (seconds), before attempts are refused (console/ratelimit.py).
+TRAINYARD_LOGIN_FAILURES = env_int("TRAINYARD_LOGIN_FAILURES", 10, minimum=1)
+TRAINYARD_LOGIN_FAILURES_PER_IP = env_int("TRAINYARD_LOGIN_FAILURES_PER_IP", 30, minimum=1)
+TRAINYARD_LOGIN_WINDOW = env_int("TRAINYARD_LOGIN_WINDOW", 900, minimum=1)
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "console.audit.origin_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -150,6 +214,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "console.sessions.session_timeout_middleware",
     "console.middleware.timezone_middleware",
 ]
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console.views import clusters, dashboard, tokens
+from console.views import audit, clusters, dashboard, tokens
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -21,6 +21,7 @@ urlpatterns = [
     path("clusters/", clusters.cluster_list, name="clusters"),
     path("nodes/", clusters.node_list, name="nodes"),
     path("addons/", clusters.addon_list, name="addons"),
+    path("audit/", audit.audit_list, name="audit"),
     path("account/tokens/", tokens.token_list, name="api_tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.token_revoke, name="api_token_revoke"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django import template
 from django.utils import timezone
@@ -12,6 +13,7 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
 from jobs import messages
+from jobs.access import is_operator
 
 register = template.Library()
 
@@ -84,3 +86,9 @@ def age_words(moment: datetime, now: datetime) -> str:
     if seconds < 60:
         return _("under a minute ago")
     return _("%(age)s ago") % {"age": timesince(moment, now, depth=1)}
+
+
+@register.filter
+def operator(user: Any) -> bool:
+    """`{% if user|operator %}`: the one rule of jobs.access, for links only operators follow."""
+    return is_operator(user)

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 
+from console import audit
 from console.kube.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
 from console.models import Cluster
 
@@ -74,6 +75,8 @@ class Command(BaseCommand):
                 "insecure": options["insecure"],
             },
         )  # fmt: skip
+        action = audit.Action.CLUSTER_CREATE if created else audit.Action.CLUSTER_CHANGE
+        audit.record(action, target=f"cluster {name}", detail="manage.py add_cluster")
         verb = "Registered" if created else "Updated"
         self.stdout.write(
             f"{verb} cluster {cluster.name}: server {server}, context {context}, "
