@@ -59,9 +59,9 @@ class ProjectAdmin(admin.ModelAdmin):
             self.delete_model(request, project)
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
         for membership in formset.deleted_objects:
             _membership(request, audit.Action.MEMBERSHIP_REMOVE, membership)
-        super().save_formset(request, form, formset, change)
         for membership in formset.new_objects:
             _membership(request, audit.Action.MEMBERSHIP_ADD, membership)
         for membership, _fields in formset.changed_objects:

@@ -164,7 +164,8 @@ def _insert_job(
 
 def _name_taken(spec: JobSpec, path: str = "name") -> SpecInvalid:
     where = f"{spec.cluster}/{spec.namespace}"
-    message = gettext("A job named %(name)s was just created in %(where)s.")
+    # The other request may be another project's: say the name is taken, not whose it is.
+    message = gettext("The name %(name)s was just taken in %(where)s: choose another.")
     return SpecInvalid({path: message % {"name": repr(spec.name), "where": where}})
 
 

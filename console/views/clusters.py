@@ -22,8 +22,8 @@ from django.utils import timezone
 from console.models import Addon, Cluster, Node
 from console.polling import HtmxHttpRequest, fragment_version, unchanged
 from console.status import is_stale, observed_at
+from jobs.access import User, jobs_for
 from jobs.choices import JobPhase
-from jobs.models import Job
 from jobs.spec import quantity_value
 
 PAGE_SIZE = 100
@@ -43,9 +43,10 @@ def _count(rows: QuerySet[Any]) -> Coalesce:
     )
 
 
-def cluster_rows(now: datetime) -> list[dict[str, Any]]:
-    """Every cluster with its reachability, sync times, staleness and node and job counts."""
-    live_jobs = Job.objects.filter(delete_requested_at__isnull=True)
+def cluster_rows(now: datetime, user: User) -> list[dict[str, Any]]:
+    """Every cluster with its reachability, sync times, staleness and node counts, and the
+    counts of the Jobs `user` may see (others' Jobs are not theirs to count)."""
+    live_jobs = jobs_for(user)
     clusters = Cluster.objects.values(*CLUSTER_FIELDS).annotate(
         nodes_online=_count(Node.objects.filter(phase=Node.Phase.ONLINE)),
         nodes_offline=_count(Node.objects.filter(phase=Node.Phase.OFFLINE)),
@@ -99,7 +100,7 @@ def _respond(
 @login_required
 def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
-    clusters = cluster_rows(now)
+    clusters = cluster_rows(now, request.user)
     context = {"clusters": clusters, "now": now}
     return _respond(request, "console/clusters.html", context, clusters)
 

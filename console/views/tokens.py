@@ -32,7 +32,7 @@ class TokenForm(forms.Form):
         choices=[(days, gettext_lazy("%(days)d days") % {"days": days}) for days in LIFETIMES],
         coerce=int,
         required=False,
-        empty_value=TOKEN_DAYS,
+        empty_value=None,
         initial=TOKEN_DAYS,
         help_text=gettext_lazy("A token also ends when you change your password."),
     )
@@ -54,7 +54,8 @@ def token_list(request: HttpRequest) -> HttpResponse:
     secret = ""
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        secret = tokens.issue(owner, data["name"], data["days"], request=request)
+        days = data["days"] or TOKEN_DAYS  # a post without the field (an older page) gets the default
+        secret = tokens.issue(owner, data["name"], days, request=request)
         form = TokenForm()
     context = {
         "tokens": ApiToken.objects.filter(user_id=owner.pk).order_by("-created_at"),
