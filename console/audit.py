@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, user_logged_in, user_logged_out, user_login_failed
+from django.db.models.signals import m2m_changed, pre_save
 from django.http import HttpRequest, HttpResponse
 
 from console.models import AuditEvent
@@ -140,7 +141,47 @@ def _login_failed(
     record(Action.LOGIN_FAILED, request=request, result=Result.FAILED, actor_name=name)
 
 
+# --- a user's rights: superuser, staff, active, groups, permissions -----------------------------
+
+RIGHTS = ("is_superuser", "is_staff", "is_active")
+
+
+def _rights_changed(sender: Any, instance: Any, update_fields: Any = None, **kwargs: Any) -> None:
+    """Before a user is saved: which of RIGHTS the save changes (a login's save of last_login
+    is skipped without a query)."""
+    if instance.pk is None or (update_fields is not None and not set(update_fields) & set(RIGHTS)):
+        return
+    before = sender._default_manager.filter(pk=instance.pk).values(*RIGHTS).first()
+    if before is None:
+        return
+    changed = [
+        f"{name}: {before[name]} -> {getattr(instance, name)}"
+        for name in RIGHTS
+        if before[name] != getattr(instance, name)
+    ]
+    if changed:
+        record(
+            Action.ROLE_CHANGE, target=f"user {instance.get_username()}", detail="; ".join(changed)
+        )
+
+
+def _groups_changed(
+    sender: Any, instance: Any, action: str, pk_set: Any, model: Any, **kwargs: Any
+) -> None:
+    if action not in ("post_add", "post_remove", "post_clear") or not isinstance(
+        instance, get_user_model()
+    ):
+        return
+    names = sorted(str(item) for item in model._default_manager.filter(pk__in=pk_set or ()))
+    what = f"{sender._meta.model_name}: {action.removeprefix('post_')} {', '.join(names)}".strip()
+    record(Action.ROLE_CHANGE, target=f"user {instance.get_username()}", detail=what)
+
+
 def connect_signals() -> None:
+    User = get_user_model()
+    pre_save.connect(_rights_changed, sender=User, dispatch_uid="audit_rights")
+    for through in (User.groups.through, User.user_permissions.through):
+        m2m_changed.connect(_groups_changed, sender=through, dispatch_uid=f"audit_{through}")
     user_logged_in.connect(_logged_in, dispatch_uid="audit_login")
     user_logged_out.connect(_logged_out, dispatch_uid="audit_logout")
     user_login_failed.connect(_login_failed, dispatch_uid="audit_login_failed")

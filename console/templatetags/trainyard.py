@@ -9,7 +9,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
 
 from jobs import messages
@@ -81,6 +81,8 @@ def age_words(moment: datetime, now: datetime) -> str:
     """Coarse on purpose: a refreshed fragment may be up to half a minute old, and the absolute
     time beside the age is the fact."""
     seconds = (now - moment).total_seconds()
+    if seconds <= -60:  # a time to come: a token's expiry
+        return _("in %(age)s") % {"age": timeuntil(moment, now, depth=1)}
     if seconds < 10:
         return _("just now")
     if seconds < 60:

@@ -45,8 +45,11 @@ class LimitedAuthenticationForm(AuthenticationForm):
         return cleaned
 
 
+_login_view = LoginView.as_view(authentication_form=LimitedAuthenticationForm)
+
+
 def login(request: HttpRequest) -> HttpResponseBase:
-    response = LoginView.as_view(authentication_form=LimitedAuthenticationForm)(request)
+    response = _login_view(request)
     form = getattr(response, "context_data", {}).get("form")
     if isinstance(form, LimitedAuthenticationForm) and form.locked:
         response.status_code = 429

@@ -54,7 +54,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
     secret = ""
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        days = data["days"] or TOKEN_DAYS  # a post without the field (an older page) gets the default
+        days = (
+            data["days"] or TOKEN_DAYS
+        )  # a post without the field (an older page) gets the default
         secret = tokens.issue(owner, data["name"], days, request=request)
         form = TokenForm()
     context = {

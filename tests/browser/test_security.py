@@ -57,8 +57,8 @@ def test_every_page_works_under_the_csp_with_no_violation(
     page: Page, live_server: object, olga: User, sim_cluster: Cluster, syncer: Syncer,
     screenshots: Path,
 ) -> None:  # fmt: skip
-    spec = {"name": "train", "cluster": "sim",
-            "tasks": [{"role": "w", "kind": "StatefulSet", "image": "rlinf/trainer:0.4"}]}  # fmt: skip
+    task = {"role": "w", "kind": "StatefulSet", "image": "rlinf/trainer:0.4"}
+    spec = {"name": "train", "cluster": "sim", "tasks": [task]}
     job = create_job(olga, parse_job_spec(spec, olga))
     violations = watch_console(page)
     base = str(live_server)

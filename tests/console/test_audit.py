@@ -10,7 +10,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.http import StreamingHttpResponse
 from django.test import Client
@@ -159,3 +159,15 @@ def test_only_operators_read_the_trail_with_filters_and_csv(
     assert [row[1:5] for row in rows[1:]] == [["bob", "login.failed", "'=cmd()", "failed"]]
     assert client.get("/audit/", {"since": "2000-01-01", "until": "2000-01-02"}).status_code == 200
     assert "No event matches" in client.get("/audit/", {"until": "2000-01-02"}).content.decode()
+
+
+def test_a_users_rights_changes_are_recorded_but_not_a_login(alice: User) -> None:
+    alice.is_staff = True
+    alice.save()
+    alice.groups.add(Group.objects.create(name="operators"))
+    Client().post("/accounts/login/", {"username": "alice", "password": "password"})
+    changes = AuditEvent.objects.filter(action=Action.ROLE_CHANGE).order_by("pk")
+    assert list(changes.values_list("target", "detail")) == [
+        ("user alice", "is_staff: False -> True"),
+        ("user alice", "user_groups: add operators"),
+    ]
