@@ -39,9 +39,9 @@ class KubeconfigAttribute(DeferredAttribute):
     def __get__(self, instance: Any, cls: Any = None) -> Any:
         if instance is None:
             return self
-        path = instance.__dict__.get("kubeconfig_path")
+        path = instance.kubeconfig_path
         text = read_kubeconfig_file(path) if path else _open(super().__get__(instance, cls))
-        check_insecure_flag(text, bool(instance.__dict__.get("insecure")))
+        check_insecure_flag(text, instance.insecure)
         return text
 
     def __set__(self, instance: Any, value: Any) -> None:

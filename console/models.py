@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TypeAlias
 
@@ -89,6 +90,11 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        """The kubeconfig is checked by validate_kubeconfig where it is entered and where it is
+        used; reading it here would decrypt it or read its file (which may fail on its own)."""
+        super().clean_fields(exclude={*(exclude or ()), "kubeconfig"})
 
 
 class Node(models.Model):

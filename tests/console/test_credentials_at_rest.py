@@ -137,3 +137,21 @@ def test_the_admin_stores_a_pasted_kubeconfig_encrypted_and_refuses_an_insecure_
     assert TOKEN not in stored_column(cluster)
     change = client.get(f"/admin/console/cluster/{cluster.pk}/change/").content.decode()
     assert TOKEN not in change
+
+
+def test_the_admin_changes_a_referenced_cluster_and_says_when_its_file_is_gone(
+    olga: User, tmp_path: Path
+) -> None:
+    olga.is_superuser = True
+    olga.save()
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    cluster = Cluster.objects.create(name="gpu-a", kubeconfig_path=str(path))
+    client = Client()
+    client.force_login(olga)
+    form = {"name": "gpu-a", "kubeconfig_path": str(path), "namespace": "ml", "context": ""}
+    assert client.post(f"/admin/console/cluster/{cluster.pk}/change/", form).status_code == 302
+    assert Cluster.objects.get(pk=cluster.pk).namespace == "ml"
+    path.unlink()
+    answer = client.post(f"/admin/console/cluster/{cluster.pk}/change/", form)
+    assert answer.status_code == 200 and "cannot be read" in answer.content.decode()
