@@ -51,9 +51,8 @@ def client_ip(request: HttpRequest) -> str | None:
     the right-most X-Forwarded-For address that is not one of them (a client can write anything
     to the left of what its proxies appended)."""
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-    chain = [*(hop.strip() for hop in forwarded.split(",") if hop.strip()), request.META.get(
-        "REMOTE_ADDR", ""
-    )]  # fmt: skip
+    hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+    chain = [*hops, request.META.get("REMOTE_ADDR", "")]
     for address in reversed(chain):
         if not _trusted(address):
             return _valid(address)

@@ -1,4 +1,5 @@
-"""Platform objects: projects and their members, clusters, nodes, add-ons, API tokens."""
+"""Platform objects: projects and their members, clusters, nodes, add-ons, API tokens, the
+audit trail and the failed logins counted for rate limits."""
 
 from __future__ import annotations
 
