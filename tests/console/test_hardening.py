@@ -27,7 +27,14 @@ POLL = {"HX-Request": "true", "X-Trainyard-Poll": "1", "HX-Current-URL": "http:/
 
 
 def production_check(**extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINYARD_")} | {
+    # A production-like environment: none of the test run's own settings (the browser tests set
+    # DJANGO_ALLOW_ASYNC_UNSAFE for their live server, which the deploy check rightly refuses).
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("TRAINYARD_") and name != "DJANGO_ALLOW_ASYNC_UNSAFE"
+    }
+    env = inherited | {
         "TRAINYARD_DEBUG": "false",
         "TRAINYARD_SECRET_KEY": "k" + Fernet.generate_key().decode() * 2,
         "TRAINYARD_FIELD_KEYS": Fernet.generate_key().decode(),
