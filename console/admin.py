@@ -7,9 +7,15 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
 
-from console.kube.kubeconfig import KubeconfigRejected, validate_kubeconfig
-from console.models import Addon, ApiToken, Cluster, Membership, Node, Project
+from console import audit, tokens
+from console.kube.kubeconfig import (
+    KubeconfigRejected,
+    read_kubeconfig_file,
+    validate_kubeconfig,
+)
+from console.models import Addon, ApiToken, AuditEvent, Cluster, Membership, Node, Project
 from jobs.admin import WordedMessage
 
 
@@ -19,49 +25,149 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+def _changed(form: forms.ModelForm) -> str:
+    """Which fields changed, by name only: never their values (a kubeconfig is one)."""
+    return "changed: " + ", ".join(form.changed_data) if form.changed_data else ""
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    """Operators also manage projects on the console's projects pages (console.views.projects)."""
+    """Operators also manage projects on the console's projects pages (console.views.projects).
+    A project that still has Jobs or Workflows cannot be deleted here: deleting its rows would
+    leave their workloads running on the clusters. Delete its Jobs on the console first (each
+    delete removes the workloads), then the project."""
 
     list_display = ["name", "created_at"]
     search_fields = ["name"]
     filter_horizontal = ["clusters"]
     inlines = [MembershipInline]
 
+    def has_delete_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:
+        if obj is not None and (obj.jobs.exists() or obj.workflows.exists()):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        action = audit.Action.PROJECT_CHANGE if change else audit.Action.PROJECT_CREATE
+        audit.record(action, request=request, target=f"project {obj.name}", detail=_changed(form))
+
+    def delete_model(self, request: HttpRequest, obj: Project) -> None:
+        audit.record(audit.Action.PROJECT_DELETE, request=request, target=f"project {obj.name}")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for project in queryset:
+            self.delete_model(request, project)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        for membership in formset.deleted_objects:
+            _membership(request, audit.Action.MEMBERSHIP_REMOVE, membership)
+        for membership in formset.new_objects:
+            _membership(request, audit.Action.MEMBERSHIP_ADD, membership)
+        for membership, _fields in formset.changed_objects:
+            _membership(request, audit.Action.MEMBERSHIP_CHANGE, membership)
+
+
+def _membership(request: HttpRequest, action: audit.Action, membership: Membership) -> None:
+    target = f"{membership.user} in project {membership.project}"
+    audit.record(action, request=request, target=target, detail=f"role: {membership.role}")
+
 
 class ClusterForm(forms.ModelForm):
-    """Refuses, at entry, a kubeconfig that could run code or read files on the console's host."""
+    """Refuses, at entry, a kubeconfig that could run code or read files on the console's host,
+    skips TLS verification without the insecure flag, or goes through a proxy. The content is
+    entered (then stored encrypted) or referenced by a file path; neither is shown back."""
+
+    kubeconfig = forms.CharField(
+        label=_("kubeconfig"),
+        required=False,
+        widget=forms.Textarea,
+        help_text=_("Stored encrypted, never shown back. Leave empty to keep the stored one."),
+    )
 
     class Meta:
         model = Cluster
-        fields = ("name", "kubeconfig", "context", "namespace")
+        fields = ("name", "kubeconfig_path", "insecure", "context", "namespace")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        if "kubeconfig" in self.fields and cleaned.get("kubeconfig"):
+        field, text = self._kubeconfig_text(cleaned)
+        if text is not None:
             try:
-                validate_kubeconfig(cleaned["kubeconfig"], cleaned.get("context", ""))
+                validate_kubeconfig(
+                    text, cleaned.get("context", ""), insecure=cleaned.get("insecure", False)
+                )
             except KubeconfigRejected as rejected:
-                self.add_error("kubeconfig", str(rejected))
+                self.add_error(field, str(rejected))
         return cleaned
+
+    def _kubeconfig_text(self, cleaned: dict[str, Any]) -> tuple[str, str | None]:
+        """The field to blame and the text to check: the one pasted, the file named, or (on a
+        change of other fields) the one stored; None when an error is already recorded."""
+        if cleaned.get("kubeconfig") and cleaned.get("kubeconfig_path"):
+            self.add_error("kubeconfig", _("Paste a kubeconfig or give its file, not both."))
+            return "kubeconfig", None
+        try:
+            if cleaned.get("kubeconfig"):
+                return "kubeconfig", cleaned["kubeconfig"]
+            if cleaned.get("kubeconfig_path"):
+                return "kubeconfig_path", read_kubeconfig_file(cleaned["kubeconfig_path"])
+            if self.instance.pk:
+                stored = Cluster.objects.get(pk=self.instance.pk)
+                stored.insecure = True  # the flag is checked against the form's value
+                return "insecure", stored.kubeconfig
+        except KubeconfigRejected as rejected:
+            self.add_error("kubeconfig_path", str(rejected))
+            return "kubeconfig_path", None
+        self.add_error("kubeconfig", _("Paste a kubeconfig or give the path of its file."))
+        return "kubeconfig", None
+
+    def save(self, commit: bool = True) -> Cluster:
+        cluster: Cluster = super().save(commit=False)
+        if self.cleaned_data.get("kubeconfig"):
+            cluster.kubeconfig = self.cleaned_data["kubeconfig"]
+        elif self.cleaned_data.get("kubeconfig_path"):
+            cluster.kubeconfig = ""  # the file is the one source
+        if commit:
+            cluster.save()
+        return cluster
 
 
 @admin.register(Cluster)
 class ClusterAdmin(WordedMessage, admin.ModelAdmin):
     """The kubeconfig is entered when the cluster is added (or with `add_cluster`, which also
-    replaces it) and is never shown back."""
+    replaces it), stored encrypted and never shown back; it may instead be a file path."""
 
     form = ClusterForm
-    list_display = ["name", "reachable", "last_synced_at", "last_attempt_at", "worded_message"]
-    list_filter = ["reachable"]
+    list_display = [
+        "name", "reachable", "insecure", "last_synced_at", "last_attempt_at", "worded_message",
+    ]  # fmt: skip
+    list_filter = ["reachable", "insecure"]
     search_fields = ["name"]
     readonly_fields = [
         "reachable", "worded_message", "last_synced_at", "last_attempt_at", "created_at",
     ]  # fmt: skip
 
+    def save_model(self, request: HttpRequest, obj: Cluster, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        action = audit.Action.CLUSTER_CHANGE if change else audit.Action.CLUSTER_CREATE
+        audit.record(action, request=request, target=f"cluster {obj.name}", detail=_changed(form))
+
+    def delete_model(self, request: HttpRequest, obj: Cluster) -> None:
+        audit.record(audit.Action.CLUSTER_DELETE, request=request, target=f"cluster {obj.name}")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for cluster in queryset:
+            self.delete_model(request, cluster)
+
     def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
-        fields = ("name", "context", "namespace", *self.readonly_fields)
-        return fields if obj else ("kubeconfig", *fields)
+        return (
+            "name", "kubeconfig", "kubeconfig_path", "insecure", "context", "namespace",
+            *self.readonly_fields,
+        )  # fmt: skip
 
 
 @admin.register(Node)
@@ -106,4 +212,30 @@ class ApiTokenAdmin(admin.ModelAdmin):
     fields = readonly_fields = ("user", "name", "created_at", "last_used_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
+        tokens.revoke(obj, "revoked in the admin", request=request)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for token in queryset.select_related("user"):
+            tokens.revoke(token, "revoked in the admin", request=request)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The audit trail, read-only: nobody adds, changes or deletes an entry."""
+
+    list_display = ["at", "actor_name", "action", "target", "result", "ip"]
+    list_filter = ["action", "result"]
+    search_fields = ["actor_name", "target", "detail", "ip"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

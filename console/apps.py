@@ -6,4 +6,13 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Platform"
 
     def ready(self) -> None:
-        from console import health  # noqa: F401 (registers its deploy check)
+        from console import (
+            audit,
+            health,  # noqa: F401 (registers its deploy check)
+            sessions,
+            tokens,
+        )
+
+        audit.connect_signals()
+        tokens.connect_signals()
+        sessions.connect_signals()

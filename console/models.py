@@ -1,15 +1,20 @@
-"""Platform objects: projects and their members, clusters, nodes, add-ons, API tokens."""
+"""Platform objects: projects and their members, clusters, nodes, add-ons, API tokens, the
+audit trail and the failed logins counted for rate limits."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Collection
+from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+
+from console.fields import KubeconfigField
 
 
 class Project(models.Model):
@@ -61,10 +66,33 @@ class Membership(models.Model):
 
 
 class Cluster(models.Model):
-    """A data-plane Kubernetes cluster. Reachability is what the last sync attempt found."""
+    """A data-plane Kubernetes cluster. Reachability is what the last sync attempt found.
+
+    Its kubeconfig is stored encrypted (console/fields.py), or referenced by a file path read
+    at every use (`kubeconfig_path`, which then wins); reading `kubeconfig` gives the text.
+    """
 
     name = models.SlugField(_("name"), max_length=63, unique=True)
-    kubeconfig = models.TextField(_("kubeconfig"), help_text=_("Stored, never shown back."))
+    kubeconfig = KubeconfigField(
+        _("kubeconfig"), blank=True, help_text=_("Stored encrypted, never shown back.")
+    )
+    kubeconfig_path = models.CharField(
+        _("kubeconfig file"),
+        max_length=1024,
+        blank=True,
+        help_text=_(
+            "Instead of the content: the absolute path of a kubeconfig file on the console's "
+            "hosts (e.g. a mounted Kubernetes Secret), read at every use."
+        ),
+    )
+    insecure = models.BooleanField(
+        _("insecure (TLS not verified)"),
+        default=False,
+        help_text=_(
+            "Allow a kubeconfig that skips TLS verification of the API server "
+            "(insecure-skip-tls-verify). Shown on the Clusters page."
+        ),
+    )
     context = models.CharField(_("context"), max_length=253, blank=True)
     namespace = models.CharField(_("default namespace"), max_length=63, default="default")
     reachable = models.BooleanField(_("reachable"), default=False)
@@ -85,6 +113,11 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        """The kubeconfig is checked by validate_kubeconfig where it is entered and where it is
+        used; reading it here would decrypt it or read its file (which may fail on its own)."""
+        super().clean_fields(exclude={*(exclude or ()), "kubeconfig"})
 
 
 class Node(models.Model):
@@ -186,13 +219,22 @@ class ObservedObject(models.Model):
         return f"{self.cluster_id}/{self.stream}/{self.uid}"
 
 
+TOKEN_DAYS = 90
+
+
+def token_expiry() -> datetime:
+    return timezone.now() + timedelta(days=TOKEN_DAYS)
+
+
 class ApiToken(models.Model):
-    """A bearer token for the JSON API. Only its SHA-256 is stored."""
+    """A bearer token for the JSON API. Only its SHA-256 is stored. It opens the API until it
+    expires, is revoked by its owner, or its owner's password changes (console/tokens.py)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="api_tokens")
     name = models.CharField(_("name"), max_length=100, blank=True)
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    expires_at = models.DateTimeField(_("expires at"), default=token_expiry)
     last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True)
 
     def __str__(self) -> str:
@@ -203,10 +245,16 @@ class ApiToken(models.Model):
         return hashlib.sha256(token.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, user: models.Model, name: str = "") -> tuple[ApiToken, str]:
+    def issue(
+        cls, user: models.Model, name: str = "", days: int = TOKEN_DAYS
+    ) -> tuple[ApiToken, str]:
         """Creates a token and returns it with its plain text, which is shown once."""
         plain = "ty_" + secrets.token_urlsafe(32)
-        return cls.objects.create(user=user, name=name, token_hash=cls.hash(plain)), plain
+        expires_at = timezone.now() + timedelta(days=days)
+        token = cls.objects.create(
+            user=user, name=name, token_hash=cls.hash(plain), expires_at=expires_at
+        )
+        return token, plain
 
 
 class SyncStats(models.Model):
@@ -241,3 +289,80 @@ class SyncStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id} {self.result} {self.bucket}: {self.cycles}"
+
+
+class AuditEvent(models.Model):
+    """One entry of the audit trail (console/audit.py writes them): who did what, when (UTC),
+    from where, with what result. Never a secret: no token, password or kubeconfig."""
+
+    class AuditAction(models.TextChoices):
+        JOB_CREATE = "job.create", _("Job created")
+        JOB_CLONE = "job.clone", _("Job cloned")
+        JOB_STOP = "job.stop", _("Job stopped")
+        JOB_RESUME = "job.resume", _("Job resumed")
+        JOB_DELETE = "job.delete", _("Job deleted")
+        WORKFLOW_CREATE = "workflow.create", _("Workflow created")
+        LOGIN = "login", _("Logged in")
+        LOGIN_FAILED = "login.failed", _("Login failed")
+        LOGOUT = "logout", _("Logged out")
+        SESSION_EXPIRED = "session.expired", _("Session expired")
+        TOKEN_ISSUE = "token.issue", _("API token issued")
+        TOKEN_REVOKE = "token.revoke", _("API token revoked")
+        CLUSTER_CREATE = "cluster.create", _("Cluster registered")
+        CLUSTER_CHANGE = "cluster.change", _("Cluster changed")
+        CLUSTER_DELETE = "cluster.delete", _("Cluster removed")
+        PROJECT_CREATE = "project.create", _("Project created")
+        PROJECT_CHANGE = "project.change", _("Project changed")
+        PROJECT_DELETE = "project.delete", _("Project deleted")
+        MEMBERSHIP_ADD = "membership.add", _("Member added")
+        MEMBERSHIP_CHANGE = "membership.change", _("Member's role changed")
+        MEMBERSHIP_REMOVE = "membership.remove", _("Member removed")
+        ROLE_CHANGE = "role.change", _("User's rights changed")
+        POLICY_CHANGE = "policy.change", _("Policy changed")
+
+    class AuditResult(models.TextChoices):
+        SUCCEEDED = "succeeded", _("Succeeded")
+        ACCEPTED = "accepted", _("Accepted")
+        REFUSED = "refused", _("Refused")
+        FAILED = "failed", _("Failed")
+
+    Action: TypeAlias = AuditAction  # noqa: UP040
+    Result: TypeAlias = AuditResult  # noqa: UP040
+
+    at = models.DateTimeField(_("at"), default=timezone.now)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Kept when the user is deleted; for a failed login, the name tried if such a user exists.
+    actor_name = models.CharField(_("who"), max_length=150, blank=True)
+    action = models.CharField(_("action"), max_length=32, choices=Action.choices)
+    target = models.CharField(_("target"), max_length=200, blank=True)
+    result = models.CharField(_("result"), max_length=16, choices=Result.choices)
+    detail = models.CharField(_("detail"), max_length=500, blank=True)
+    ip = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
+    user_agent = models.CharField(_("user agent"), max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [
+            models.Index(fields=["-at", "-id"], name="audit_at"),
+            models.Index(fields=["actor_name", "-at"], name="audit_actor_at"),
+            models.Index(fields=["action", "-at"], name="audit_action_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or '-'} {self.action} {self.result}"
+
+
+class AuthFailure(models.Model):
+    """A failed login or API token, counted per account and per address for rate limiting
+    (console/ratelimit.py). Rows older than the window are deleted as new ones come."""
+
+    key = models.CharField(max_length=200)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["key", "-at"], name="auth_failure_key_at")]
+
+    def __str__(self) -> str:
+        return f"{self.key} at {self.at}"

@@ -4,8 +4,13 @@ Project variables are named TRAINYARD_* (or DATABASE_URL / REDIS_URL): the Celer
 any CELERY_* variable as one of its own options.
 """
 
+import base64
+import binascii
+import ipaddress
 import os
+import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -50,6 +55,30 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def proxy_networks(value: str) -> list[str]:
+    """TRAINYARD_TRUSTED_PROXIES: addresses or networks (CIDR) of the reverse proxies whose
+    X-Forwarded-For is believed; each is checked here."""
+    networks = [item.strip() for item in value.split(",") if item.strip()]
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"TRAINYARD_TRUSTED_PROXIES: {network!r} is not an IP address or network"
+            ) from None
+    return networks
+
+
+def proxy_ssl_header(value: str) -> tuple[str, str] | None:
+    """TRAINYARD_SECURE_PROXY_SSL_HEADER names the header by which the proxy says the request
+    came over HTTPS (e.g. X-Forwarded-Proto); its value must then be `https`."""
+    if not value:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9-]+", value):
+        raise ConfigError(f"TRAINYARD_SECURE_PROXY_SSL_HEADER must be a header name, not {value!r}")
+    return ("HTTP_" + value.upper().replace("-", "_"), "https")
+
+
 def database_from_url(url: str) -> dict[str, object]:
     """DATABASE_URL as postgres://user:pass@host:port/name or sqlite:///path."""
     parsed = urlparse(url)
@@ -70,7 +99,28 @@ def database_from_url(url: str) -> dict[str, object]:
     }
 
 
-def secret_key_in(path: Path) -> str:
+def fernet_key() -> str:
+    """A new key for TRAINYARD_FIELD_KEYS: 32 random bytes, URL-safe base64 (Fernet's form)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+def field_keys(value: str) -> list[str]:
+    """TRAINYARD_FIELD_KEYS: comma-separated Fernet keys, newest first, each checked here."""
+    keys = [key.strip() for key in value.split(",") if key.strip()]
+    for position, key in enumerate(keys, 1):
+        try:
+            valid = len(base64.urlsafe_b64decode(key.encode())) == 32
+        except (binascii.Error, ValueError):
+            valid = False
+        if not valid:
+            raise ConfigError(
+                f"TRAINYARD_FIELD_KEYS: key {position} is not a Fernet key (32 bytes in URL-safe "
+                "base64; make one with `manage.py rotate_keys --new-key`)"
+            )
+    return keys
+
+
+def secret_key_in(path: Path, make: Callable[[], str] = lambda: secrets.token_urlsafe(50)) -> str:
     """The key kept in PATH, made on first start: sessions and signed values outlive a restart.
 
     Written to a file of its own and linked into place, so that processes starting together all
@@ -79,7 +129,7 @@ def secret_key_in(path: Path) -> str:
     if not path.exists():
         draft = path.with_name(f"{path.name}.{os.getpid()}")
         with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            out.write(secrets.token_urlsafe(50))
+            out.write(make())
         try:
             os.link(draft, path)
         except FileExistsError:
@@ -98,6 +148,12 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ConfigError("TRAINYARD_SECRET_KEY is required when TRAINYARD_DEBUG is false")
     SECRET_KEY = secret_key_in(VAR_DIR / "secret_key")
+# Credentials at rest (console/encryption.py): the first key encrypts, every key decrypts.
+TRAINYARD_FIELD_KEYS = field_keys(env("TRAINYARD_FIELD_KEYS"))
+if not TRAINYARD_FIELD_KEYS:
+    if not DEBUG:
+        raise ConfigError("TRAINYARD_FIELD_KEYS is required when TRAINYARD_DEBUG is false")
+    TRAINYARD_FIELD_KEYS = [secret_key_in(VAR_DIR / "field_key", fernet_key)]
 ALLOWED_HOSTS = [
     h for h in env("TRAINYARD_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h
 ]
@@ -113,14 +169,52 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # serves Swagger UI's files for /api/v1/docs itself (no CDN)
     "console",
     "jobs",
     "workers",
     "simcluster",
 ]
 
+# --- HTTPS, proxies, cookies (docs/operations.md "Security settings") ----------------------
+# Safe by default once TRAINYARD_DEBUG is false; each can be changed by its variable.
+SECURE_SSL_REDIRECT = env_bool("TRAINYARD_SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("TRAINYARD_SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TRAINYARD_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("TRAINYARD_SECURE_HSTS_PRELOAD", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("TRAINYARD_SECURE_COOKIES", not DEBUG)
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env("TRAINYARD_SECURE_PROXY_SSL_HEADER"))
+TRAINYARD_TRUSTED_PROXIES = proxy_networks(env("TRAINYARD_TRUSTED_PROXIES"))
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy: nothing inline, nothing from elsewhere (templates need neither).
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
+
+# Sessions: an idle timeout and an absolute one (console/sessions.py); background polling
+# extends neither.
+TRAINYARD_SESSION_IDLE_TIMEOUT = env_int("TRAINYARD_SESSION_IDLE_TIMEOUT", 8 * 3600, minimum=60)
+TRAINYARD_SESSION_MAX_AGE = env_int("TRAINYARD_SESSION_MAX_AGE", 7 * 86400, minimum=60)
+SESSION_COOKIE_AGE = TRAINYARD_SESSION_MAX_AGE
+
+# Failed logins allowed per account, and per client address (logins and API tokens), within
+# the window (seconds), before attempts are refused (console/ratelimit.py).
+TRAINYARD_LOGIN_FAILURES = env_int("TRAINYARD_LOGIN_FAILURES", 10, minimum=1)
+TRAINYARD_LOGIN_FAILURES_PER_IP = env_int("TRAINYARD_LOGIN_FAILURES_PER_IP", 30, minimum=1)
+TRAINYARD_LOGIN_WINDOW = env_int("TRAINYARD_LOGIN_WINDOW", 900, minimum=1)
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "console.audit.origin_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -129,6 +223,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "console.sessions.session_timeout_middleware",
     "console.middleware.timezone_middleware",
 ]
 
@@ -295,9 +390,7 @@ MIDDLEWARE = [
 # network policy must guard it (docs/operations.md, "Health and metrics").
 TRAINYARD_METRICS_TOKEN = env("TRAINYARD_METRICS_TOKEN")
 
-TRAINYARD_LOG_FORMAT = env("TRAINYARD_LOG_FORMAT", "text")
-if TRAINYARD_LOG_FORMAT not in ("text", "json"):
-    raise ConfigError(f"TRAINYARD_LOG_FORMAT must be text or json, not {TRAINYARD_LOG_FORMAT!r}")
+TRAINYARD_LOG_FORMAT = env_choice("TRAINYARD_LOG_FORMAT", "text", ("text", "json"))
 if TRAINYARD_LOG_FORMAT == "json":  # one JSON object per line and event (console/logs.py)
     LOGGING["formatters"] = {"json": {"()": "console.logs.JsonFormatter"}}
     LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]

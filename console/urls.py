@@ -1,10 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from console.views.login import login
 from jobs.api import api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", login, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/v1/", api.urls),

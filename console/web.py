@@ -13,7 +13,7 @@ import hashlib
 from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext as _
 from django_htmx.middleware import HtmxDetails
 
@@ -63,8 +63,10 @@ def not_modified(request: HtmxHttpRequest, version: str) -> HttpResponse | None:
 def age_words(moment: datetime, now: datetime) -> str:
     """ "just now", "under a minute ago", "3 minutes ago": the age beside an absolute time (the
     `when` tag). Coarse on purpose: a refreshed fragment may be an age step old, and the absolute
-    time beside the age is the fact."""
+    time beside the age is the fact. A time to come (a token's expiry) reads "in 3 days"."""
     seconds = (now - moment).total_seconds()
+    if seconds <= -60:
+        return _("in %(age)s") % {"age": timeuntil(moment, now, depth=1)}
     if seconds < 10:
         return _("just now")
     if seconds < 60:

@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from console.views import clusters, dashboard, projects, tokens
+from console.views import audit, clusters, dashboard, projects, tokens
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -35,6 +35,7 @@ urlpatterns = [
         name="project_member_remove",
     ),
     path("projects/<int:pk>/clusters/", projects.project_clusters, name="project_clusters"),
+    path("audit/", audit.audit_list, name="audit"),
     path("account/tokens/", tokens.token_list, name="api_tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.token_revoke, name="api_token_revoke"),
 ]

@@ -14,6 +14,7 @@ Usage: python deploy/check_image.py   (exit status 0 when the image built and an
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import json
 import os
@@ -164,6 +165,9 @@ def serve(image: Image) -> None:
     env |= {
         "PATH": f"{image.path('/opt/venv')}/bin:/usr/bin:/bin",
         "TRAINYARD_SECRET_KEY": "image-check",
+        "TRAINYARD_FIELD_KEYS": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        # plain HTTP on loopback, as behind a proxy that ends TLS
+        "TRAINYARD_SECURE_SSL_REDIRECT": "false",
         "TRAINYARD_ALLOWED_HOSTS": "127.0.0.1",
         "GUNICORN_CMD_ARGS": f"--bind 127.0.0.1:{port} --workers 2",
     }

@@ -1,17 +1,23 @@
 """Admin for operators. Statuses come from the clusters: they are read-only here, and changes
-to Jobs go through the console's operations (audited), not through this admin."""
+to Jobs go through the console's operations (audited), not through this admin.
+
+Deleting a Job or Workflow row here would leave its workloads running on the cluster, so the
+admin's own delete is off: Jobs are deleted with the action "Delete through the console", which
+is the console's delete (jobs.operations.delete_job: audited, reconcile removes the workloads,
+then the row). A Workflow is a record of its Jobs and has no delete of its own."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from jobs.messages import render_html
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
+from jobs.operations import OperationRefused, delete_job
 
 
 class WordedMessage:
@@ -30,6 +36,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.action(description=_("Delete through the console (removes the workloads first)"))
+def delete_through_console(modeladmin: Any, request: HttpRequest, queryset: Any) -> None:
+    for job in queryset.select_related("project").filter(delete_requested_at__isnull=True):
+        try:
+            delete_job(request.user, job, job.name)
+        except OperationRefused as refused:
+            modeladmin.message_user(request, f"{job.name}: {refused.message}", messages.WARNING)
 
 
 class TaskInline(WordedMessage, admin.TabularInline):
@@ -64,6 +82,7 @@ class JobAdmin(WordedMessage, ReadOnlyAdmin):
     search_fields = ["name", "message"]
     date_hierarchy = "created_at"
     inlines = [TaskInline]
+    actions = [delete_through_console]
     exclude = ["message"]
     readonly_fields = ["worded_message"]
 

@@ -14,6 +14,7 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db.models import Prefetch, Q, QuerySet
@@ -27,6 +28,7 @@ from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as ModelInvalid
 
+from console import audit, ratelimit
 from console.models import Addon, ApiToken, Cluster, Node
 from jobs.access import (
     cannot_create,
@@ -91,10 +93,18 @@ class BearerToken(HttpBearer):
     """`Authorization: Bearer <token>`, checked against the SHA-256 stored in ApiToken."""
 
     def authenticate(self, request: HttpRequest, token: str) -> AbstractBaseUser | None:
-        record = (
-            ApiToken.objects.select_related("user").filter(token_hash=ApiToken.hash(token)).first()
-        )
+        """An expired token is as unknown as a wrong one. Failures are counted per client
+        address (console/ratelimit.py): past the limit, every token is refused for a while."""
+        limits = ratelimit.api_limits(audit.client_ip(request))
+        minutes = ratelimit.minutes_to_wait(limits)
+        if minutes:
+            raise HttpError(
+                429, f"Too many invalid tokens from this address; try again in {minutes} minutes."
+            )
+        live = ApiToken.objects.filter(expires_at__gt=timezone.now())
+        record = live.select_related("user").filter(token_hash=ApiToken.hash(token)).first()
         if record is None or not record.user.is_active:
+            ratelimit.note_failure(limits)
             return None
         _touch(record)
         request.user = record.user
@@ -136,11 +146,15 @@ class TrainyardAPI(NinjaAPI):
         return schema
 
     def _get_urls(self) -> list[URLResolver | URLPattern]:
-        """ninja answers a wrong method with a plain-text 405; ours is JSON like every error."""
+        """ninja answers a wrong method with a plain-text 405; ours is JSON like every error.
+        The interactive docs are a page of the console, for logged-in users; the OpenAPI
+        document itself stays public (docs/api.md)."""
         urls = super()._get_urls()
         for pattern in urls:
             if isinstance(pattern, URLPattern):
                 pattern.callback = _json_not_allowed(pattern.callback)
+                if pattern.name == "openapi-view":
+                    pattern.callback = login_required(pattern.callback)
         return urls
 
 

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from console import tasks
+from console import audit, tasks
 from console.models import Cluster, Project
 from jobs.access import projects_for
 from jobs.choices import Action, JobPhase, TaskPhase
@@ -65,11 +65,30 @@ class ConfirmationMismatch(OperationRefused):
 # --- records -------------------------------------------------------------------------------
 
 
+def _in_english(message: Message) -> str:
+    """The trail is read by operators of every language: one language, the source one."""
+    with translation.override("en"):
+        return render_text(encode(message))
+
+
+def _audit(user: User, job: Job, action: Action, result: Result, message: Message) -> None:
+    """The same fact in the audit trail, with where the request came from (console.audit)."""
+    audited = audit.Result.ACCEPTED if result == Result.ACCEPTED else audit.Result.REFUSED
+    audit.record(
+        audit.Action(f"job.{action}"),
+        user=_owner(user),
+        target=f"job {job.name} (#{job.pk}) in {job.project.name}",
+        result=audited,
+        detail=_in_english(message),
+    )
+
+
 def _record(
     user: User, job: Job, action: Action, result: Result, message: Message, *, attached: bool = True
 ) -> Operation:
     """`attached=False` when the Job row may be gone already: the record keeps only its name.
     The message is stored as a code (jobs.messages): each reader sees it in their language."""
+    _audit(user, job, action, result, message)
     return Operation.objects.create(
         job=job if attached else None,
         job_name=job.name,
@@ -145,7 +164,8 @@ def _insert_job(
 
 def _name_taken(spec: JobSpec, path: str = "name") -> SpecInvalid:
     where = f"{spec.cluster}/{spec.namespace}"
-    message = gettext("A job named %(name)s was just created in %(where)s.")
+    # The other request may be another project's: say the name is taken, not whose it is.
+    message = gettext("The name %(name)s was just taken in %(where)s: choose another.")
     return SpecInvalid({path: message % {"name": repr(spec.name), "where": where}})
 
 
@@ -333,6 +353,13 @@ def create_workflow(user: User, spec: WorkflowSpec) -> Workflow:
                 for child in spec.jobs
             }
             WorkflowEdge.objects.bulk_create(_edges(workflow, spec, children))
+            audit.record(
+                audit.Action.WORKFLOW_CREATE,
+                user=_owner(user),
+                target=f"workflow {workflow.name} (#{workflow.pk}) in {spec.project}",
+                result=audit.Result.ACCEPTED,
+                detail=f"{len(children)} jobs",
+            )
             for job in children.values():
                 created = Message("operation.created_in", {"workflow": workflow.name})
                 _record(user, job, Action.CREATE, Result.ACCEPTED, created)

@@ -213,7 +213,7 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
     spec = _structure(JobSpec, data, errors)
     check_roles(data, errors, "")
     project = resolve_project(data.get("project"), user, errors, "project")
-    _cluster, namespace = check_target(data, project, errors, "")
+    _cluster, namespace = check_target(data, project, errors, "", user)
     if errors or spec is None:
         raise SpecInvalid(errors)
     return _resolved(spec, project, namespace)
@@ -315,7 +315,9 @@ def parse_workflow_spec(data: Any, user: User) -> WorkflowSpec:
     spec = _structure(WorkflowSpec, data, errors)
     project = resolve_project(data.get("project"), user, errors, "project")
     children = workflow_children(data)
-    namespaces = {i: check_child(child, project, errors, f"jobs.{i}.") for i, child in children}
+    namespaces = {
+        i: check_child(child, project, errors, f"jobs.{i}.", user) for i, child in children
+    }
     check_workflow_graph(children, errors)
     check_workflow_name_free(data.get("name"), project, errors)
     if errors or spec is None:

@@ -123,22 +123,33 @@ def _resolve_cluster(
 
 
 def _check_name_free(
-    name: Any, cluster: Cluster, namespace: str, errors: dict[str, str], path: str
+    name: Any, cluster: Cluster, namespace: str, errors: dict[str, str], path: str, user: User
 ) -> None:
+    """A name taken by a Job of a project the user cannot see is "not available", never "exists":
+    the message must not let anyone probe other projects' Job names."""
     if not isinstance(name, str) or path in errors:
         return
     existing = Job.objects.filter(cluster=cluster, namespace=namespace, name=name).first()
     if existing is None:
         return
+    where = f"{cluster.name}/{namespace}"
+    if not projects_for(user).filter(pk=existing.project_id).exists():
+        message = gettext("The name %(name)s is not available in %(where)s: choose another.")
+        _add(errors, path, message % {"name": repr(name), "where": where})
+        return
     if existing.delete_requested_at is not None:
         message = gettext("A job named %(name)s in %(where)s is still being deleted.")
     else:
         message = gettext("A job named %(name)s already exists in %(where)s.")
-    _add(errors, path, message % {"name": repr(name), "where": f"{cluster.name}/{namespace}"})
+    _add(errors, path, message % {"name": repr(name), "where": where})
 
 
 def check_target(
-    data: Mapping[str, Any], project: Project | None, errors: dict[str, str], prefix: str
+    data: Mapping[str, Any],
+    project: Project | None,
+    errors: dict[str, str],
+    prefix: str,
+    user: User,
 ) -> tuple[Cluster | None, str | None]:
     """The cluster and namespace the Job's workloads go to (a cluster its project may use),
     and whether its name is free there."""
@@ -150,7 +161,7 @@ def check_target(
         namespace = cluster.namespace
     if not isinstance(namespace, str) or prefix + "namespace" in errors:
         return cluster, None
-    _check_name_free(data.get("name"), cluster, namespace, errors, prefix + "name")
+    _check_name_free(data.get("name"), cluster, namespace, errors, prefix + "name", user)
     return cluster, namespace
 
 
@@ -159,7 +170,11 @@ def _list(value: Any) -> list[Any]:
 
 
 def check_child(
-    child: Mapping[str, Any], project: Project | None, errors: dict[str, str], prefix: str
+    child: Mapping[str, Any],
+    project: Project | None,
+    errors: dict[str, str],
+    prefix: str,
+    user: User,
 ) -> str | None:
     """A child Job belongs to its Workflow's project; otherwise it is checked like any Job."""
     named = child.get("project")
@@ -167,7 +182,7 @@ def check_child(
         message = gettext("Must be the workflow's project, %(project)s.")
         _add(errors, prefix + "project", message % {"project": repr(project.name)})
     check_roles(child, errors, prefix)
-    return check_target(child, project, errors, prefix)[1]
+    return check_target(child, project, errors, prefix, user)[1]
 
 
 def check_workflow_graph(

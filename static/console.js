@@ -111,3 +111,11 @@ document.addEventListener("click", function (event) {
       window.location.href = details.getAttribute("data-record-url");
     });
 });
+
+// Background polling is marked as such: it does not keep an idle session alive
+// (console/sessions.py), and a session that has ended sends the whole page to the login form.
+document.addEventListener("htmx:configRequest", function (event) {
+  if (event.detail.elt.hasAttribute("data-poll")) {
+    event.detail.headers["X-Trainyard-Poll"] = "1";
+  }
+});

@@ -5,12 +5,18 @@ host (`tokenFile`, `certificate-authority`, `client-certificate`, `client-key`, 
 Those are refused at registration and again before every use (the stored text may have been
 edited since). Inline `*-data` fields and `token` are fine. No message here ever quotes the
 kubeconfig: a YAML error names only the line.
+
+A cluster entry that skips TLS verification (`insecure-skip-tls-verify: true`) is refused unless
+the Cluster is flagged insecure by an operator, and one with a `proxy-url` is always refused: the
+API server's identity, or the path to it, would be someone else's to decide. A kubeconfig may
+also be a reference, a file read at every use (`read_kubeconfig_file`, e.g. a mounted Secret).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -64,6 +70,20 @@ def _check_keys(section: str, body: dict[str, Any]) -> None:
         )
 
 
+def _check_transport(name: object, body: dict[str, Any], insecure: bool) -> None:
+    if body.get("proxy-url"):
+        raise KubeconfigRejected(
+            f"The kubeconfig's cluster {name!r} sets proxy-url: its requests and credentials "
+            "would go through another host. Reach the API server directly."
+        )
+    if body.get("insecure-skip-tls-verify") is True and not insecure:
+        raise KubeconfigRejected(
+            f"The kubeconfig's cluster {name!r} skips TLS verification "
+            "(insecure-skip-tls-verify): anyone on the path could pose as its API server. Give "
+            "its certificate-authority-data, or have an operator mark the cluster insecure."
+        )
+
+
 def _load(text: str) -> dict[str, Any]:
     """Read like a job spec (console.yaml_input): no anchors or aliases, bounded nesting and
     size; the refusal names a line and column, never the text."""
@@ -76,15 +96,18 @@ def _load(text: str) -> dict[str, Any]:
     return config
 
 
-def validate_kubeconfig(text: str, context: str = "") -> dict[str, Any]:
+def validate_kubeconfig(text: str, context: str = "", *, insecure: bool = False) -> dict[str, Any]:
     """The parsed kubeconfig, or KubeconfigRejected. Every cluster and user entry is checked,
-    not only the ones of the chosen context: the stored text must be safe as a whole."""
+    not only the ones of the chosen context: the stored text must be safe as a whole.
+    `insecure` is the Cluster's flag that allows skipping TLS verification."""
     config = _load(text)
     for section in ("clusters", "users"):
         for entry in config.get(section) or ():
             body = entry.get(section[:-1]) if isinstance(entry, dict) else None
             if isinstance(body, dict):
                 _check_keys(section[:-1], body)
+                if section == "clusters":
+                    _check_transport(entry.get("name"), body, insecure)
     chosen = context or config.get("current-context") or ""
     if not isinstance(chosen, str):
         raise KubeconfigRejected("The kubeconfig's current-context must be a name (a string).")
@@ -99,9 +122,38 @@ def validate_kubeconfig(text: str, context: str = "") -> dict[str, Any]:
     return config
 
 
+def check_insecure_flag(text: str, insecure: bool) -> None:
+    """Refuses a kubeconfig that skips TLS verification while the Cluster is not flagged
+    insecure; any other fault is left to `validate_kubeconfig` when the client is built."""
+    try:
+        config = _load(text)
+    except KubeconfigRejected:
+        return
+    for entry in config.get("clusters") or ():
+        body = entry.get("cluster") if isinstance(entry, dict) else None
+        if isinstance(body, dict):
+            _check_transport(entry.get("name"), body, insecure)
+
+
+def read_kubeconfig_file(path: str) -> str:
+    """A kubeconfig given by reference (e.g. a Kubernetes Secret mounted as a file), read at
+    every use so that a rotated Secret takes effect. The message names the path, never text."""
+    file = Path(path)
+    if not file.is_absolute():
+        raise KubeconfigRejected(f"The kubeconfig path {path!r} must be absolute.")
+    try:
+        if file.stat().st_size > MAX_BYTES:
+            raise KubeconfigRejected(f"The kubeconfig file {path!r} is larger than 256 KiB.")
+        return file.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise KubeconfigRejected(
+            f"The kubeconfig file {path!r} cannot be read ({type(error).__name__})."
+        ) from None
+
+
 def server_of(text: str, context: str = "") -> str:
     """`scheme://host:port` of the context's API server, without any user-info: safe to show."""
-    config = validate_kubeconfig(text, context)
+    config = validate_kubeconfig(text, context, insecure=True)
     ctx = _named(config, "contexts", context or config.get("current-context"))
     server = urlparse(str(_named(config, "clusters", ctx.get("cluster")).get("server")))
     port = f":{server.port}" if server.port else ""
@@ -118,7 +170,9 @@ def fingerprint(text: str, context: str) -> str:
 
 
 def _new_client(text: str, context: str) -> ApiClient:
-    config = validate_kubeconfig(text, context)
+    # The insecure flag belongs to the Cluster, which checks it where its text is read
+    # (`Cluster.kubeconfig`); everything else is checked again here.
+    config = validate_kubeconfig(text, context, insecure=True)
     configuration = Configuration()
     # One quick retry of a refused connection; never re-send a read that timed out (a sync
     # must fail within its timeouts) and never retry on a status (the sync decides).

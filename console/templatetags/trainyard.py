@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from console.web import age_words
 from jobs import messages
+from jobs.access import is_operator
 from jobs.diagnostics import worker_reason as reason_for_reader
 
 register = template.Library()
@@ -83,3 +84,9 @@ def when(moment: datetime | None, now: datetime | None = None) -> str:
         local.strftime("%Y-%m-%d %H:%M:%S"),
         age_words(moment, now),
     )
+
+
+@register.filter
+def operator(user: Any) -> bool:
+    """`{% if user|operator %}`: the one rule of jobs.access, for links only operators follow."""
+    return is_operator(user)

@@ -23,13 +23,14 @@ from django.utils import timezone
 from console.models import Addon, Cluster, Node
 from console.status import is_stale, observed_at
 from console.web import HtmxHttpRequest, not_modified, poll_version
-from jobs.access import clusters_for
+from jobs.access import User, clusters_for, jobs_for
 from jobs.choices import JobPhase
-from jobs.models import Job
 from jobs.spec import quantity_value
 
 PAGE_SIZE = 100
-CLUSTER_FIELDS = ("pk", "name", "reachable", "message", "last_synced_at", "last_attempt_at")
+CLUSTER_FIELDS = (
+    "pk", "name", "reachable", "insecure", "message", "last_synced_at", "last_attempt_at",
+)  # fmt: skip
 
 
 def _count(rows: QuerySet[Any]) -> Coalesce:
@@ -41,9 +42,10 @@ def _count(rows: QuerySet[Any]) -> Coalesce:
     )
 
 
-def cluster_rows(now: datetime, visible: QuerySet[Cluster]) -> list[dict[str, Any]]:
-    """The `visible` clusters with reachability, sync times, staleness, node and job counts."""
-    live_jobs = Job.objects.filter(delete_requested_at__isnull=True)
+def cluster_rows(now: datetime, visible: QuerySet[Cluster], user: User) -> list[dict[str, Any]]:
+    """The `visible` clusters with reachability, sync times, staleness and node counts, and the
+    counts of the Jobs `user` may see (others' Jobs are not theirs to count)."""
+    live_jobs = jobs_for(user)
     clusters = visible.values(*CLUSTER_FIELDS).annotate(
         nodes_online=_count(Node.objects.filter(phase=Node.Phase.ONLINE)),
         nodes_offline=_count(Node.objects.filter(phase=Node.Phase.OFFLINE)),
@@ -91,7 +93,7 @@ def _respond(
 @login_required
 def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
-    clusters = cluster_rows(now, clusters_for(request.user))
+    clusters = cluster_rows(now, clusters_for(request.user), request.user)
     context = {"clusters": clusters, "now": now}
     return _respond(request, "console/clusters.html", context, clusters)
 

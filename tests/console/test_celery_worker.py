@@ -33,6 +33,8 @@ def worker_env(tmp_path: Path) -> dict[str, str]:
         DATABASE_URL=database_url(),
         TRAINYARD_VAR_DIR=str(tmp_path),  # a fresh broker file for this run
         TRAINYARD_SYNC_INTERVAL="1",
+        # The fresh var dir would give the worker a key of its own: it must read this one's rows.
+        TRAINYARD_FIELD_KEYS=",".join(settings.TRAINYARD_FIELD_KEYS),
     )
     return env
 

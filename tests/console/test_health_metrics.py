@@ -268,7 +268,7 @@ def test_it_refuses_a_log_format_it_does_not_know(tmp_path: Path) -> None:
         [sys.executable, "-c", "import console.settings"],
         env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert done.returncode != 0 and "TRAINYARD_LOG_FORMAT must be text or json" in done.stderr
+    assert done.returncode != 0 and "TRAINYARD_LOG_FORMAT must be one of text, json" in done.stderr
 
 
 def test_it_warns_a_deployment_check_of_an_open_metrics_endpoint(settings: Any, db: None) -> None:

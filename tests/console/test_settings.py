@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from cryptography.fernet import Fernet
 
 from console.settings import ConfigError, database_from_url, env_bool, env_int
 
@@ -33,8 +34,20 @@ def test_it_refuses_to_start_without_a_secret_key_when_not_debugging() -> None:
 def test_it_starts_in_production_mode_with_a_secret_key_file(tmp_path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("s3cr3t-" * 8 + "\n")
-    result = start(TRAINYARD_DEBUG="false", TRAINYARD_SECRET_KEY_FILE=str(secret))
+    keys = tmp_path / "keys"
+    keys.write_text(f"{Fernet.generate_key().decode()},{Fernet.generate_key().decode()}\n")
+    result = start(
+        TRAINYARD_DEBUG="false",
+        TRAINYARD_SECRET_KEY_FILE=str(secret),
+        TRAINYARD_FIELD_KEYS_FILE=str(keys),
+    )
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_it_refuses_to_start_in_production_without_field_keys(tmp_path) -> None:
+    result = start(TRAINYARD_DEBUG="false", TRAINYARD_SECRET_KEY="s3cr3t-" * 8)
+    assert result.returncode != 0
+    assert "TRAINYARD_FIELD_KEYS is required" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -49,6 +62,7 @@ def test_it_starts_in_production_mode_with_a_secret_key_file(tmp_path) -> None:
             "everyone",
             "TRAINYARD_DIAGNOSTICS must be one of operators, members, not 'everyone'",
         ),
+        ("TRAINYARD_FIELD_KEYS", "not-a-key", "TRAINYARD_FIELD_KEYS: key 1 is not a Fernet key"),
     ],
 )
 def test_a_bad_value_is_a_clear_startup_error(name: str, value: str, message: str) -> None:

@@ -37,6 +37,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": database_url(),
         "TRAINYARD_VAR_DIR": str(tmp_path),  # a fresh broker file: no stale messages
+        "TRAINYARD_FIELD_KEYS": ",".join(settings.TRAINYARD_FIELD_KEYS),  # this run's rows' key
         "PYTHONPATH": str(settings.BASE_DIR),
     }
 

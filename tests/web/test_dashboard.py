@@ -85,7 +85,8 @@ def test_it_sends_an_anonymous_visitor_to_the_login_page(client: Client) -> None
 
 def test_it_sends_an_anonymous_poll_to_the_login_page_too(client: Client) -> None:
     response = client.get("/?v=x", headers={"HX-Request": "true"})
-    assert response.status_code == 302
+    assert response.status_code == 200  # HX-Redirect: the whole page goes (console/sessions.py)
+    assert response["HX-Redirect"].startswith("/accounts/login/?next=")
 
 
 def test_it_counts_the_users_jobs_by_phase_with_links_to_the_filtered_list(

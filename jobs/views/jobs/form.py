@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 
 from console.web import HtmxHttpRequest
 from jobs.access import (
+    User,
     cannot_create,
     get_job_for_user,
     is_operator,
@@ -109,7 +110,7 @@ class _Page:
             example = self.clusters[0] if self.clusters else "CLUSTER"
             yaml_text = NEW_JOB_YAML.format(cluster=example)
             return job, roles, YamlForm(initial={"yaml": yaml_text})
-        name = suggest_clone_name(self.source.name, _names_near(self.source))
+        name = suggest_clone_name(self.source.name, _names_near(self.source, self.request.user))
         spec = spec_of(self.source).model_copy(update={"name": name})
         if spec.project not in self.projects:
             spec = spec.model_copy(update={"project": self.projects[0]})
@@ -259,8 +260,11 @@ def cannot_create_page(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "jobs/cannot_create.html", context, status=403)
 
 
-def _names_near(job: Job) -> list[str]:
-    """Names already used where the clone would live, for a suggestion that is free."""
+def _names_near(job: Job, user: User) -> list[str]:
+    """Names the user can see already used where the clone would live. Names of other projects'
+    Jobs are left out: skipping them would reveal them (such a name is refused at submit as
+    "not available")."""
     base = job.name.rsplit("-", 1)[0]
-    same_place = Job.objects.filter(cluster=job.cluster_id, namespace=job.namespace)
+    visible = Job.objects.filter(project__in=projects_for(user))
+    same_place = visible.filter(cluster=job.cluster_id, namespace=job.namespace)
     return list(same_place.filter(name__startswith=base).values_list("name", flat=True))
