@@ -12,8 +12,12 @@ case "$step" in
     ;;
   app)
     cd "$3"
-    # Production settings need a secret key to load; this one only serves collectstatic.
+    # Production settings need a secret key and field keys to load; these only serve
+    # collectstatic and are thrown away (no database is touched at build time).
     export TRAINYARD_DEBUG=false TRAINYARD_SECRET_KEY=collectstatic-only
+    TRAINYARD_FIELD_KEYS=$("$venv/bin/python" -c \
+      'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())')
+    export TRAINYARD_FIELD_KEYS
     TRAINYARD_VAR_DIR=$(mktemp -d)
     export TRAINYARD_VAR_DIR
     "$venv/bin/python" manage.py check

@@ -18,12 +18,12 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from console.reconcile import reconcile_job
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
+from console.engine.one_job import reconcile_job
 from console.kube import MANAGED_SELECTOR
 from console.kube.gateway import STATEFULSETS
 from console.models import ApiToken, Cluster
