@@ -347,12 +347,15 @@ _IDEMPOTENT_TASK = {
     "soft_time_limit": TRAINYARD_TASK_SOFT_TIME_LIMIT,
     "time_limit": TRAINYARD_TASK_TIME_LIMIT,
 }
+TRAINYARD_TICK_TIME_LIMIT = max(30, 3 * TRAINYARD_SYNC_INTERVAL)
 CELERY_TASK_ANNOTATIONS = {
     "console.tasks.sync_cluster": _IDEMPOTENT_TASK,
     "console.tasks.reconcile_job": _IDEMPOTENT_TASK,
+    # The tick only queues one message per cluster; a limit of a few intervals (at least 30 s)
+    # ends one stuck on a broker that does not answer, without failing a slow first tick.
     "console.tasks.sync_all_clusters": {
-        "soft_time_limit": TRAINYARD_SYNC_INTERVAL,
-        "time_limit": 2 * TRAINYARD_SYNC_INTERVAL,
+        "soft_time_limit": TRAINYARD_TICK_TIME_LIMIT,
+        "time_limit": 2 * TRAINYARD_TICK_TIME_LIMIT,
     },
 }
 CELERY_BEAT_SCHEDULE["sync-clusters"]["options"] = {"expires": float(TRAINYARD_SYNC_INTERVAL)}
