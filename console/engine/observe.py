@@ -18,7 +18,13 @@ from typing import Any, NamedTuple
 
 from console.engine.stored import freeze
 from console.engine.streams import JOB_STREAMS, POD_STREAMS, STREAMS, Stream
-from console.kube.gateway import ClusterUnreachable, Gateway, WatchBatch, WatchExpired
+from console.kube.gateway import (
+    ClusterUnreachable,
+    Gateway,
+    WatchBatch,
+    WatchEvent,
+    WatchExpired,
+)
 from console.kube.observations import owner_of
 from jobs.status.observed import held_gpus
 
@@ -92,12 +98,19 @@ def watch_all(gateway: Gateway, cursors: Mapping[str, str], seconds: int) -> Rea
             expired = error
     if expired is not None:
         raise expired
-    changes = [
-        change_of(stream, event.object, event.type == "DELETED")
-        for stream, batch in batches
-        for event in batch.events
+    return Reading(_latest(batches), {stream.name: b.cursor for stream, b in batches}, False)
+
+
+def _latest(batches: list[tuple[Stream, WatchBatch]]) -> list[Change]:
+    """One Change per object, from its last event: an object that changed four times in the
+    window is parsed once. (The gateway checked that every event's object has metadata.)"""
+    last: dict[tuple[str, str], tuple[Stream, WatchEvent]] = {}
+    for stream, batch in batches:
+        for event in batch.events:
+            last[(stream.name, str(event.object["metadata"].get("uid")))] = (stream, event)
+    return [
+        change_of(stream, event.object, event.type == "DELETED") for stream, event in last.values()
     ]
-    return Reading(changes, {stream.name: batch.cursor for stream, batch in batches}, False)
 
 
 # --- relist ----------------------------------------------------------------------------------
