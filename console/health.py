@@ -13,18 +13,15 @@ no session or login.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Tags, register
 from django.core.checks import Warning as CheckWarning
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from kombu import Connection
 
 # Seconds a readiness check waits for the broker before calling it down.
-BROKER_TIMEOUT = 3
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -43,18 +40,9 @@ def database_problem() -> str:
     return ""
 
 
-@contextmanager
-def broker_connection() -> Iterator[Connection]:
-    """A connection to Celery's broker that gives up after BROKER_TIMEOUT instead of retrying
-    for as long as a worker would."""
-    from console.celery import app
-
-    with app.connection_for_read() as broker:
-        broker.ensure_connection(max_retries=1, interval_start=0, timeout=BROKER_TIMEOUT)
-        yield broker
-
-
 def broker_problem() -> str:
+    from console.celery import broker_connection
+
     try:
         with broker_connection() as broker:
             broker.default_channel  # noqa: B018 (opening a channel is the check: Redis answers PING)

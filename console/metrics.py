@@ -227,7 +227,7 @@ def _histogram(
 def queue_metrics() -> Iterator[Metric]:
     """Messages waiting in each Celery queue (on Redis, the lengths of its lists). Absent when
     the broker does not answer: /readyz says so."""
-    from console.health import broker_connection
+    from console.celery import broker_connection
 
     family = GaugeMetricFamily(
         "trainyard_celery_queue_length", "Messages waiting in the queue.", labels=["queue"]
