@@ -142,3 +142,30 @@ def test_it_answers_an_unchanged_follow_with_204(alice: User, cluster: Cluster) 
     version = first.context["version"]
     again = _page(alice, job, f"?pod=idle-worker-0&part=log&v={version}", htmx=True)
     assert again.status_code == 204
+
+
+def test_it_says_when_the_cluster_has_no_such_pod_now(alice: User, running: Job) -> None:
+    """A Worker row outlives its pod (spec §Pod and Worker: rows are the last report)."""
+    worker = Worker.objects.get(pod_name=POD)
+    Worker.objects.create(
+        task=worker.task, pod_name="trainer-worker-7", phase="Running",
+        last_reported_at=worker.last_reported_at,
+    )  # fmt: skip
+    answer = _api(alice, running, pod="trainer-worker-7")
+    assert answer.status_code == 404
+    assert "no pod trainer-worker-7 now" in answer.json()["message"]
+    page = _page(alice, running, "?pod=trainer-worker-7").content.decode()
+    assert "The cluster has no pod trainer-worker-7 now" in page
+
+
+def test_it_says_why_a_log_cannot_be_read_from_an_offline_node(
+    alice: User,
+    running: Job,
+    sim: Any,  # noqa: F811 (the fixture)
+) -> None:
+    """The API server cannot reach the kubelet: its 500 is worded, not a 500 of the console."""
+    sim.node_offline(Worker.objects.get(pod_name=POD).node_name)
+    answer = _api(alice, running)
+    assert answer.status_code == 503
+    assert "no route to host" in answer.json()["message"]
+    assert "The cluster could not be read" in _page(alice, running).content.decode()
