@@ -19,7 +19,7 @@ from jobs.operations import create_job
 from jobs.spec import JobSpec, TaskSpec
 from tests.browser import conftest
 from tests.browser.conftest import Syncer, shoot
-from tests.conftest import open_project
+from tests.conftest import make_operator, open_project
 
 pytestmark = pytest.mark.browser
 
@@ -107,3 +107,19 @@ def test_it_follows_and_searches_the_tail_of_a_pod(
     expect(chinese_page.locator(LINES).first).to_be_visible(timeout=LIVE)
     shoot(chinese_page, screenshots, "job-logs-zh.png")
     assert errors == []
+
+
+def test_it_shows_an_operator_the_pods_events(
+    page: Page, live_server: Any, training: Job, syncer: Syncer, screenshots: Path
+) -> None:
+    """Spec §Pod and Worker: live Kubernetes events are for authorised operators."""
+    make_operator(User.objects.create_user("olga", password=conftest.PASSWORD))
+    page.set_viewport_size(WIDE)
+    base = str(live_server)
+    conftest.log_in(page, base, "olga", landing="/jobs/")
+    page.goto(f"{base}/jobs/{training.pk}/")
+    expect(page.locator('#job-status h1 .badge[data-status="Running"]')).to_be_visible(timeout=LIVE)
+    page.goto(f"{base}/jobs/{training.pk}/logs/")
+    expect(page.locator(".events-table")).to_contain_text("Scheduled")
+    expect(page.locator('input[name="previous"]')).to_be_visible()
+    shoot(page, screenshots, "job-logs-operator.png")
