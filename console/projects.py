@@ -1,39 +1,64 @@
 """Changes to projects, their members and the clusters they may use: made by operators on the
-projects pages (console.views.projects). One function per change, so that each is made in one
-place; who may make it is decided by the caller (jobs.access.is_operator)."""
+projects pages (console.views.projects). One function per change, so that each is made — and
+written to the audit trail (console.audit) — in one place; who may make it is decided by the
+caller (jobs.access.is_operator). `by` is the operator who made it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.contrib.auth.models import User
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
+from console import audit
 from console.models import Cluster, Membership, Project
 
+Operator = AbstractBaseUser | AnonymousUser  # a request's user, checked by the caller
 
-def create_project(name: str) -> Project:
+
+def create_project(name: str, by: Operator) -> Project:
     """A new project has no member and may use no cluster until an operator says so."""
-    return Project.objects.create(name=name)
+    project = Project.objects.create(name=name)
+    audit.record(audit.Action.PROJECT_CREATE, user=by, target=f"project {name}")
+    return project
 
 
-def add_member(project: Project, user: User, role: Membership.Role) -> Membership:
-    return Membership.objects.create(project=project, user=user, role=role)
+def _member(membership: Membership, project: Project) -> str:
+    return f"{membership.user} in project {project}"
 
 
-def change_role(membership: Membership, role: Membership.Role) -> bool:
+def add_member(project: Project, user: User, role: Membership.Role, by: Operator) -> Membership:
+    membership = Membership.objects.create(project=project, user=user, role=role)
+    target = _member(membership, project)
+    audit.record(audit.Action.MEMBERSHIP_ADD, user=by, target=target, detail=f"role: {role}")
+    return membership
+
+
+def change_role(membership: Membership, role: Membership.Role, by: Operator) -> bool:
     """True when the role changed (a conditional UPDATE: two operators at once change it once)."""
     rows = Membership.objects.filter(pk=membership.pk).exclude(role=role)
-    return bool(rows.update(role=role))
+    changed = bool(rows.update(role=role))
+    if changed:
+        target, detail = _member(membership, membership.project), f"role: {role}"
+        audit.record(audit.Action.MEMBERSHIP_CHANGE, user=by, target=target, detail=detail)
+    return changed
 
 
-def remove_member(membership: Membership) -> None:
+def remove_member(membership: Membership, by: Operator) -> None:
     """The user's jobs stay in the project; they just can no longer see them."""
-    Membership.objects.filter(pk=membership.pk).delete()
+    if Membership.objects.filter(pk=membership.pk).delete()[0]:
+        target = _member(membership, membership.project)
+        audit.record(audit.Action.MEMBERSHIP_REMOVE, user=by, target=target)
 
 
-def set_clusters(project: Project, clusters: Iterable[Cluster]) -> None:
+def set_clusters(project: Project, clusters: Iterable[Cluster], by: Operator) -> None:
     """Jobs already running on a cluster taken off the list keep running there; new jobs of
     the project may be created only on the clusters listed."""
+    chosen = sorted(clusters, key=lambda cluster: cluster.name)
     with transaction.atomic():
-        project.clusters.set(list(clusters))
+        project.clusters.set(chosen)
+        detail = "clusters: " + (", ".join(cluster.name for cluster in chosen) or "none")
+        audit.record(
+            audit.Action.PROJECT_CHANGE, user=by, target=f"project {project}", detail=detail
+        )

@@ -19,12 +19,12 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Window
 from django.db.models.functions import RowNumber
 from django.utils.translation import ngettext
 
-from console.kube.problems import STARTING
 from console.models import Node
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.diagnostics import Diagnostics, worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Task
+from jobs.status.problems import STARTING
 from jobs.troubleshoot import (
     ClusterFacts,
     FindingGroup,
@@ -40,7 +40,7 @@ from workers.models import PodInstance, Worker
 SUSPECT_LIMIT = 200
 # The dashboard words the freshness of each Job itself; the cluster's own findings would repeat it.
 CLUSTER_PROBLEMS = frozenset({Problem.CLUSTER_UNREACHABLE, Problem.CLUSTER_STALE})
-# Reasons the console writes that are no problem by themselves (console.kube.problems.pod_reason).
+# Reasons the console writes that are no problem by themselves (jobs.status.problems.pod_reason).
 HARMLESS_REASONS = STARTING | {"Terminating"}
 
 

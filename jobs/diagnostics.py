@@ -75,7 +75,7 @@ def shows_diagnostics(user: User, job: Any) -> bool:
 
 def worker_reason(reason: str, message: str, diagnostics: bool) -> str:
     """A Worker row's reason as its reader sees it. The reason is the container's termination
-    reason exactly when the row's message is its exit (console.kube.problems.pod_reason)."""
+    reason exactly when the row's message is its exit (jobs.status.problems.pod_reason)."""
     if diagnostics or not carries_diagnostics(message):
         return reason
     return TERMINATED

@@ -79,7 +79,7 @@ CODES: dict[str, Promise | str] = {
     "task.batch_finished": "%(condition)s",
     "task.batch_finished_reason": "%(condition)s (%(reason)s)",
     "task.with_problem": _("%(progress)s; %(problem)s"),
-    # The first problem of a Task's pods (console.kube.problems.pod_problem).
+    # The first problem of a Task's pods (jobs.status.problems.pod_problem).
     "pod.node_lost": _("%(pod)s: node %(node)s lost (pod phase Unknown)"),
     "pod.node_not_ready": _("%(pod)s: node %(node)s not ready"),
     "pod.reason": _("%(pod)s: %(reason)s"),
@@ -97,7 +97,7 @@ CODES: dict[str, Promise | str] = {
     ),
     "exit.code": _("exit code %(code)s"),
     "exit.code_reason": _("exit code %(code)s (%(reason)s)"),
-    # A Worker row's message (console.kube.problems.pod_reason).
+    # A Worker row's message (jobs.status.problems.pod_reason).
     "worker.node_lost": _(
         "The API reports the pod's phase as Unknown: its node stopped reporting."
     ),
@@ -106,7 +106,7 @@ CODES: dict[str, Promise | str] = {
     "worker.exit.code_reason": _("Exit code %(code)s (%(reason)s)"),
     "worker.terminating": _("The pod is being deleted."),
     "node.no_ready_condition": _("The node reports no Ready condition."),
-    # Add-ons (spec §Node and Addon status, console.kube.derive.addon_view).
+    # Add-ons (spec §Node and Addon status, jobs.status.observed.addon_view).
     "addon.no_workload": _("No workload carries this add-on's label."),
     "addon.deadline_exceeded": _("The rollout of %(version)s exceeded its progress deadline."),
     "addon.installing": _("%(ready)s/%(desired)s ready, installing %(version)s"),

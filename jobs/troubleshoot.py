@@ -26,7 +26,7 @@ IMAGE_REASONS = frozenset(
 CONFIG_REASONS = frozenset(
     {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 )
-# The console's own reasons for a pod whose node stopped reporting (console.kube.problems).
+# The console's own reasons for a pod whose node stopped reporting (jobs.status.problems).
 NODE_REASONS = frozenset({"NodeNotReady", "NodeLost/Unknown"})
 OOM_EXIT_CODE = 137
 

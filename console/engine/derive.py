@@ -28,9 +28,7 @@ from console.engine.rows import (
     load_blocked,
 )
 from console.engine.write import BATCH, Changes, JobChange
-from console.kube.derive import TaskView, addon_view, task_view
 from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
-from console.kube.problems import node_message, pod_reason
 from console.models import Addon, Node
 from jobs.choices import (
     JOB_TERMINAL,
@@ -43,6 +41,8 @@ from jobs.choices import (
 from jobs.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.messages import Message, encode, waiting_for_upstream
 from jobs.models import Job, Task, Workflow
+from jobs.status.observed import TaskView, addon_view, task_view
+from jobs.status.problems import node_message, pod_reason
 from workers.models import PodInstance, Worker
 
 

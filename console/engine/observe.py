@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 
 from console.engine.stored import freeze
 from console.engine.streams import JOB_STREAMS, POD_STREAMS, STREAMS, Stream
-from console.kube.derive import held_gpus
 from console.kube.gateway import ClusterUnreachable, Gateway, WatchBatch, WatchExpired
 from console.kube.observations import owner_of
+from jobs.status.observed import held_gpus
 
 
 class Stored(NamedTuple):

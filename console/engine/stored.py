@@ -18,9 +18,6 @@ import orjson
 
 from console.engine.streams import STREAMS
 from console.kube.observations import Owner
-from jobs.choices import PodPhase
-
-_POD_PHASES = {phase.value: phase for phase in PodPhase}
 
 
 def freeze(observation: Any) -> str:
@@ -39,8 +36,6 @@ def thaw(kind: type, data: str) -> Any:
             values[name] = datetime.fromisoformat(values[name])
     if "owner" in values:
         values["owner"] = Owner(**values["owner"])
-    if "phase" in values and "pod_ip" in values:  # a pod: its phase is the vocabulary's
-        values["phase"] = _POD_PHASES.get(values["phase"])
     return kind(**values)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.kube import JOB_LABEL, MANAGED_BY, MANAGER, ROLE_LABEL, RUN_LABEL, TASK_LABEL
-from jobs.choices import TaskKind
+from console.kube.observations import STATEFULSET
 
 CONTAINER = "main"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -29,7 +29,7 @@ class Target:
     run: int
     task_id: int
     role: str
-    kind: TaskKind
+    kind: str  # StatefulSet or Job
     replicas: int
     template: Mapping[str, Any] = field(default_factory=dict)
 
@@ -144,4 +144,4 @@ def batch_job(target: Target) -> dict[str, Any]:
 
 
 def workload(target: Target) -> dict[str, Any]:
-    return statefulset(target) if target.kind == TaskKind.STATEFULSET else batch_job(target)
+    return statefulset(target) if target.kind == STATEFULSET else batch_job(target)

@@ -13,11 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from console.kube import ADDON_LABEL, JOB_LABEL, RUN_LABEL, TASK_LABEL
-from jobs.choices import PodPhase, TaskKind
 
 Item = Mapping[str, Any]
 _EMPTY: Mapping[str, Any] = {}
-_POD_PHASES = {phase.value: phase for phase in PodPhase}
+# Kubernetes' pod phases; Unknown (a lost node, deprecated) and any other value read as absent.
+POD_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed"})
+STATEFULSET, BATCH_JOB = "StatefulSet", "Job"  # the workload kinds, as the API names them
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,7 @@ class StatefulSetObs:
     available_replicas: int
     updated_replicas: int
 
-    kind = TaskKind.STATEFULSET
+    kind = STATEFULSET
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class BatchJobObs:
     failed_condition: bool
     condition_reason: str
 
-    kind = TaskKind.JOB
+    kind = BATCH_JOB
 
 
 WorkloadObs = StatefulSetObs | BatchJobObs
@@ -85,7 +86,7 @@ class PodObs:
     addon: str
     node_name: str
     pod_ip: str
-    phase: PodPhase | None
+    phase: str | None  # one of POD_PHASES
     ready: bool
     waiting_reason: str
     waiting_message: str
@@ -282,6 +283,10 @@ def _gpus(spec: Item) -> int:
     return total
 
 
+def _pod_phase(value: object) -> str | None:
+    return value if isinstance(value, str) and value in POD_PHASES else None
+
+
 def parse_pod(item: Item) -> PodObs:
     namespace, name, uid, labels = _meta(item)
     meta = item.get("metadata") or _EMPTY
@@ -305,7 +310,7 @@ def parse_pod(item: Item) -> PodObs:
         addon=str(labels.get(ADDON_LABEL, "")),
         node_name=spec.get("nodeName") or "",
         pod_ip=status.get("podIP") or "",
-        phase=_POD_PHASES.get(status.get("phase", "")),
+        phase=_pod_phase(status.get("phase")),
         ready=_is_true(conditions, "Ready"),
         waiting_reason=waiting.get("reason", ""),
         waiting_message=waiting.get("message", ""),

@@ -103,7 +103,7 @@ def _with_memory(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_versions(row: dict[str, Any]) -> dict[str, Any]:
-    """An empty desired version means "whatever the workload asks for" (console.kube.derive):
+    """An empty desired version means "whatever the workload asks for" (jobs.status.observed):
     only a desired version that is set can differ from the current one, and Ready without one
     claims less than spec §Node and Addon status says Ready means (the page says so)."""
     desired, current = row["desired_version"], row["current_version"]

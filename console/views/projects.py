@@ -109,7 +109,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
         if form is None:
             raise PermissionDenied(_("Only operators create projects."))
         if form.is_valid():
-            project = changes.create_project(form.cleaned_data["name"])
+            project = changes.create_project(form.cleaned_data["name"], request.user)
             messages.success(request, _("Project %(name)s created.") % {"name": project.name})
             return redirect("project", project.pk)
     context = {
@@ -152,7 +152,7 @@ def project_member_add(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _detail(request, project, member_form=form)
     user, role = form.cleaned_data["username"], Membership.Role(form.cleaned_data["role"])
-    changes.add_member(project, user, role)
+    changes.add_member(project, user, role, request.user)
     text = _("%(user)s added to %(project)s as %(role)s.")
     messages.success(request, text % {"user": user, "project": project, "role": role.label})
     return redirect("project", project.pk)
@@ -169,7 +169,7 @@ def project_member_role(request: HttpRequest, pk: int, member_pk: int) -> HttpRe
         messages.error(request, _("Choose a role: member or viewer."))
         return redirect("project", project.pk)
     role = Membership.Role(form.cleaned_data["role"])
-    if changes.change_role(membership, role):
+    if changes.change_role(membership, role, request.user):
         text = _("%(user)s is now %(role)s of %(project)s.")
         messages.success(
             request, text % {"user": membership.user, "role": role.label, "project": project}
@@ -183,7 +183,7 @@ def project_member_remove(request: HttpRequest, pk: int, member_pk: int) -> Http
     project = _operated_project(request, pk)
     membership = get_object_or_404(Membership.objects.select_related("user"), pk=member_pk,
                                    project=project)  # fmt: skip
-    changes.remove_member(membership)
+    changes.remove_member(membership, request.user)
     text = _("%(user)s removed from %(project)s.")
     messages.success(request, text % {"user": membership.user, "project": project})
     return redirect("project", project.pk)
@@ -196,6 +196,6 @@ def project_clusters(request: HttpRequest, pk: int) -> HttpResponse:
     form = ClustersForm(request.POST)
     if not form.is_valid():
         return _detail(request, project, clusters_form=form)
-    changes.set_clusters(project, form.cleaned_data["clusters"])
+    changes.set_clusters(project, form.cleaned_data["clusters"], request.user)
     messages.success(request, _("The clusters of %(project)s are saved.") % {"project": project})
     return redirect("project", project.pk)

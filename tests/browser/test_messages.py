@@ -11,15 +11,15 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from console.kube.derive import task_view
 from console.kube.observations import parse_pod, parse_statefulset
-from console.kube.problems import pod_reason
 from console.models import Membership
 from jobs.choices import PodPhase, TaskKind
 from jobs.lifecycle import TaskState, job_message
 from jobs.models import Job, Task
 from jobs.operations import create_job
 from jobs.spec import parse_job_spec
+from jobs.status.observed import task_view
+from jobs.status.problems import pod_reason
 from tests.browser.conftest import log_in
 from tests.conftest import KUBECONFIG, open_cluster, open_project
 from tests.engine import k8s_json as k8s

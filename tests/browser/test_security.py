@@ -18,6 +18,7 @@ from console.models import Cluster, Membership, Project
 from jobs.operations import create_job
 from jobs.spec import parse_job_spec
 from tests.browser.conftest import PASSWORD, Syncer, log_in, shoot
+from tests.conftest import make_operator
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +33,7 @@ VIOLATION = re.compile(r"Content.Security.Policy|Refused to", re.IGNORECASE)
 @pytest.fixture
 def olga(transactional_db: None) -> User:
     """An operator who is also a member of `vision`, so that she can create a Job there."""
-    user = User.objects.create_user("olga", password=PASSWORD, is_staff=True)
+    user = make_operator(User.objects.create_user("olga", password=PASSWORD))
     Membership.objects.create(user=user, project=Project.objects.create(name="vision"))
     return user
 

@@ -10,12 +10,13 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.http import StreamingHttpResponse
 from django.test import Client
 
 from console.models import ApiToken, AuditEvent, Cluster, Membership, Project
+from jobs.access import operators_group
 from jobs.models import Job
 from jobs.operations import stop_job
 from tests.conftest import KUBECONFIG
@@ -95,7 +96,7 @@ def test_tokens_are_recorded_by_name_never_by_secret(alice: User) -> None:
 def test_clusters_and_memberships_changed_in_the_admin_are_recorded(
     olga: User, project: Project, bob: User, tmp_path: Path
 ) -> None:
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True  # the admin is for staff
     olga.save()
     client = Client()
     client.force_login(olga)
@@ -124,7 +125,7 @@ def test_clusters_and_memberships_changed_in_the_admin_are_recorded(
 def test_the_admin_cannot_delete_a_job_row_but_deletes_through_the_console(
     olga: User, project: Project, cluster: Cluster
 ) -> None:
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True  # the admin is for staff
     olga.save()
     job = job_of(project, cluster)
     client = Client()
@@ -164,7 +165,7 @@ def test_only_operators_read_the_trail_with_filters_and_csv(
 def test_a_users_rights_changes_are_recorded_but_not_a_login(alice: User) -> None:
     alice.is_staff = True
     alice.save()
-    alice.groups.add(Group.objects.create(name="operators"))
+    alice.groups.add(operators_group())
     Client().post("/accounts/login/", {"username": "alice", "password": "password"})
     changes = AuditEvent.objects.filter(action=Action.ROLE_CHANGE).order_by("pk")
     assert list(changes.values_list("target", "detail")) == [

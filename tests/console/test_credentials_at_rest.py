@@ -17,7 +17,7 @@ from django.test import Client
 
 from console.kube.kubeconfig import KubeconfigRejected, validate_kubeconfig
 from console.models import Cluster
-from tests.conftest import KUBECONFIG
+from tests.conftest import KUBECONFIG, open_to_every_project
 
 TOKEN = "tok-" + "s3cr3t" * 6
 SECRET_KUBECONFIG = KUBECONFIG.replace('token: "t"', f'token: "{TOKEN}"')
@@ -114,7 +114,7 @@ def test_it_refuses_a_proxy_url() -> None:
 
 
 def test_the_clusters_page_shows_an_insecure_cluster(db: None, alice: User) -> None:
-    Cluster.objects.create(name="gpu-a", kubeconfig=INSECURE, insecure=True)
+    open_to_every_project(Cluster.objects.create(name="gpu-a", kubeconfig=INSECURE, insecure=True))
     client = Client()
     client.force_login(alice)
     html = client.get("/clusters/").content.decode()
@@ -125,7 +125,7 @@ def test_the_clusters_page_shows_an_insecure_cluster(db: None, alice: User) -> N
 def test_the_admin_stores_a_pasted_kubeconfig_encrypted_and_refuses_an_insecure_one(
     olga: User,
 ) -> None:
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True  # the admin is for staff
     olga.save()
     client = Client()
     client.force_login(olga)
@@ -142,7 +142,7 @@ def test_the_admin_stores_a_pasted_kubeconfig_encrypted_and_refuses_an_insecure_
 def test_the_admin_changes_a_referenced_cluster_and_says_when_its_file_is_gone(
     olga: User, tmp_path: Path
 ) -> None:
-    olga.is_superuser = True
+    olga.is_superuser = olga.is_staff = True  # the admin is for staff
     olga.save()
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)

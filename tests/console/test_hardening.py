@@ -41,6 +41,7 @@ def production_check(**extra: str) -> subprocess.CompletedProcess[str]:
         "TRAINYARD_ALLOWED_HOSTS": "trainyard.example.org",
         "TRAINYARD_SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
         "TRAINYARD_TRUSTED_PROXIES": "10.0.0.0/8",
+        "TRAINYARD_METRICS_TOKEN": Fernet.generate_key().decode(),
         **extra,
     }
     command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]

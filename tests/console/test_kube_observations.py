@@ -14,9 +14,9 @@ from console.kube.observations import (
     parse_pod,
     parse_statefulset,
 )
-from console.kube.problems import NODE_LOST, NODE_NOT_READY, first_problem, pod_problem, pod_reason
 from jobs.choices import PodPhase
 from jobs.messages import Message, encode, render_text
+from jobs.status.problems import NODE_LOST, NODE_NOT_READY, first_problem, pod_problem, pod_reason
 from tests.engine import k8s_json as k8s
 
 NO_NODES: dict = {}

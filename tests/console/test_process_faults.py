@@ -24,6 +24,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
@@ -32,6 +33,7 @@ from console.kube.gateway import STATEFULSETS
 from console.models import Cluster, Node
 from jobs.models import Operation
 from simcluster.server import SimCluster
+from tests.conftest import open_to_every_project
 from tests.engine.conftest import gateway, submit, task
 from tests.processes import (
     Gate,
@@ -71,7 +73,7 @@ def sim() -> Iterator[SimCluster]:
 def cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
     call_command("add_cluster", "sim", kubeconfig=str(kubeconfig), stdout=StringIO())
-    return Cluster.objects.get(name="sim")
+    return open_to_every_project(Cluster.objects.get(name="sim"))
 
 
 @pytest.fixture
@@ -80,6 +82,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
         os.environ,
         DATABASE_URL=database_url(),
         TRAINYARD_VAR_DIR=str(tmp_path),  # a fresh embedded broker file
+        TRAINYARD_FIELD_KEYS=",".join(settings.TRAINYARD_FIELD_KEYS),  # this run's rows' key
         DJANGO_SETTINGS_MODULE="console.settings",
     )
     started = Processes(env, tmp_path)

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 
 from console.engine.plan import JobObjects, Verb, plan
 from console.engine.rows import JobRow, TaskRow
-from console.kube.derive import addon_view, held_gpus, task_view
 from console.kube.observations import (
     ServiceObs,
     parse_addon,
@@ -20,6 +19,7 @@ from console.kube.observations import (
 from console.models import Addon
 from jobs.choices import JobPhase, TaskKind, TaskPhase
 from jobs.messages import render_text
+from jobs.status.observed import addon_view, held_gpus, task_view
 from tests.engine import k8s_json as k8s
 
 NOW = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)

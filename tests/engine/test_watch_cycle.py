@@ -214,6 +214,7 @@ def test_a_worker_killed_before_committing_leaves_the_events_to_the_next_cycle(
         cycle.sync_cluster({cluster.pk})
     """)
     env = {**os.environ, "DATABASE_URL": database_url(), "TRAINYARD_VAR_DIR": str(tmp_path)}
+    env["TRAINYARD_FIELD_KEYS"] = ",".join(settings.TRAINYARD_FIELD_KEYS)  # this run's rows' key
     env["DJANGO_SETTINGS_MODULE"] = "console.settings"
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=settings.BASE_DIR, timeout=120

@@ -32,6 +32,7 @@ from jobs.models import Job, Operation
 from jobs.operations import OperationRefused, create_job, resume_job, stop_job
 from jobs.spec import parse_job_spec
 from simcluster.server import SimCluster
+from tests.conftest import open_to_every_project
 from tests.engine.conftest import gateway, sync_until, task
 from tests.jobs.test_spec import job_data
 
@@ -242,7 +243,7 @@ def sim() -> Iterator[SimCluster]:
 def sim_cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
     call_command("add_cluster", "sim", kubeconfig=str(kubeconfig), stdout=StringIO())
-    return Cluster.objects.get(name="sim")
+    return open_to_every_project(Cluster.objects.get(name="sim"))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,10 +15,8 @@ from django.utils import translation
 from django.utils.functional import Promise
 
 from console.engine.apply import unreachable_reason
-from console.kube.derive import addon_view, task_view
 from console.kube.gateway import _status_failure, _transport_failure
 from console.kube.observations import parse_addon, parse_node, parse_pod, parse_statefulset
-from console.kube.problems import node_message, pod_reason
 from console.models import Addon, ApiToken, Cluster, Node, Project
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.lifecycle import TaskState, job_message
@@ -26,6 +24,8 @@ from jobs.messages import CODES, Kube, Message, decode, encode, render_html, ren
 from jobs.models import Job, Operation, Task, Workflow
 from jobs.operations import OperationRefused, create_job, stop_job
 from jobs.spec import parse_job_spec
+from jobs.status.observed import addon_view, task_view
+from jobs.status.problems import node_message, pod_reason
 from tests.engine import k8s_json as k8s
 from workers.models import Worker
 

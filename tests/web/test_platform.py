@@ -244,7 +244,7 @@ def test_it_shows_addon_phase_versions_and_what_ready_means(
 def test_it_flags_no_version_difference_when_no_desired_version_is_set(
     client: Client, alice: User, reachable: Cluster
 ) -> None:
-    """An empty desired version means the version the workload asks for (console.kube.derive)."""
+    """An empty desired version means the version the workload asks for (jobs.status.observed)."""
     make_addon(reachable, "ray-operator", phase=Addon.Phase.READY, current_version="v1.3.0")
     html = row(get(client, alice, "/addons/"), "addon", "ray-operator")
     assert "not set: the version the workload asks for" in html

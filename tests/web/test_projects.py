@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from console.models import Cluster, Membership, Project
+from console.models import AuditEvent, Cluster, Membership, Project
 
 
 def get(client: Client, user: User, url: str) -> tuple[int, str]:
@@ -118,3 +118,30 @@ def test_a_membership_of_another_project_is_404(
     url = f"/projects/{project.pk}/members/{theirs.pk}/remove/"
     assert post(client, olga, url)[0] == 404
     assert Membership.objects.filter(pk=theirs.pk).exists()
+
+
+def test_every_change_made_on_the_projects_pages_is_in_the_audit_trail(
+    client: Client, olga: User, charlie: User, cluster: Cluster
+) -> None:
+    """Issue 12: membership and role changes made in the console are audited, with who did them
+    and from where, as those made in the admin are."""
+    post(client, olga, "/projects/", name="robotics", HTTP_USER_AGENT="ops-browser")
+    project = Project.objects.get(name="robotics")
+    url = f"/projects/{project.pk}/"
+    post(client, olga, f"{url}members/", username="charlie", role="viewer")
+    membership = Membership.objects.get(project=project, user=charlie)
+    post(client, olga, f"{url}members/{membership.pk}/role/", role="member")
+    post(client, olga, f"{url}clusters/", clusters=[cluster.pk])
+    post(client, olga, f"{url}members/{membership.pk}/remove/")
+    events = AuditEvent.objects.order_by("pk").values_list(
+        "actor_name", "action", "target", "detail"
+    )
+    made = [event for event in events if event[0] == "olga" and event[1] != "login"]
+    assert made == [
+        ("olga", "project.create", "project robotics", ""),
+        ("olga", "membership.add", "charlie in project robotics", "role: viewer"),
+        ("olga", "membership.change", "charlie in project robotics", "role: member"),
+        ("olga", "project.change", "project robotics", f"clusters: {cluster.name}"),
+        ("olga", "membership.remove", "charlie in project robotics", ""),
+    ]
+    assert AuditEvent.objects.filter(action="project.create").get().ip == "127.0.0.1"

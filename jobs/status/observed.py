@@ -19,11 +19,11 @@ from console.kube.observations import (
     WorkloadObs,
     image_tag,
 )
-from console.kube.problems import first_problem
 from console.models import Addon
 from jobs.choices import POD_TERMINAL, TaskKind, TaskPhase
 from jobs.lifecycle import WorkloadObservation, task_phase
 from jobs.messages import Message, Param, encode, kubernetes
+from jobs.status.problems import first_problem
 
 
 @dataclass(frozen=True)
