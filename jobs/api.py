@@ -29,7 +29,9 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as ModelInvalid
 
 from console import audit, ratelimit
+from console.engine.logs import LogUnavailable
 from console.models import Addon, ApiToken, Cluster, Node
+from jobs import pod_logs
 from jobs.access import (
     cannot_create,
     cannot_operate,
@@ -53,6 +55,7 @@ from jobs.operations import (
     stop_job,
 )
 from jobs.schemas import (
+    LOGS,
     READ,
     WRITE,
     AcceptedOut,
@@ -60,6 +63,7 @@ from jobs.schemas import (
     ClusterOut,
     JobOut,
     JobPage,
+    LogOut,
     NodeOut,
     OperationOut,
     WorkflowDetailOut,
@@ -434,6 +438,35 @@ def job_operations(request: HttpRequest, job_id: ObjectId) -> QuerySet[Operation
     """Who asked for what on this job, when, and with what result (refusals included)."""
     job = get_job_for_user(_user(request), job_id)
     return job.operations.select_related("user").order_by("-requested_at", "-pk")
+
+
+@api.get("/jobs/{job_id}/workers/{pod}/logs", response={200: LogOut, **LOGS}, tags=["jobs"])
+def worker_logs(
+    request: HttpRequest, job_id: ObjectId, pod: str, container: str = "", tail: str = "",
+    previous: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """The last `tail` lines (default 500, at most 5000; at most 1 MiB) of a container of one
+    of the Job's pods, read from the cluster now. Members and operators; `previous` only for
+    readers who see diagnostics (403 otherwise). 404: not one of this Job's pods, or the cluster
+    has no such pod now; 409: the API server refused (no previous container, a container still
+    waiting), its message quoted; 503: the cluster could not be read."""
+    user = _user(request)
+    job = get_job_for_user(user, job_id)
+    pod_logs.check_reader(user, job)
+    if pod_logs.job_worker(job, pod) is None:
+        raise Http404("No such pod in this job.")
+    try:
+        wanted = pod_logs.log_request(user, job, pod, container, tail or None, previous)
+        read = pod_logs.read_tail(job, wanted)
+    except pod_logs.BadLogRequest as error:
+        raise HttpError(400, str(error)) from None
+    except LogUnavailable as error:
+        status = 404 if error.gone else 409 if error.refused else 503
+        raise HttpError(status, pod_logs.unavailable_words(error, pod)) from None
+    return {
+        "pod": pod, "container": wanted.container, "previous": wanted.previous,
+        "tail": wanted.tail, "lines": len(read.lines), "cut": read.cut, "text": read.text,
+    }  # fmt: skip
 
 
 @api.get("/workflows", response={200: list[WorkflowOut], **READ}, tags=["workflows"])

@@ -230,3 +230,19 @@ class AcceptedOut(Schema):
 
 READ = {401: ErrorOut, 404: ErrorOut, 422: InvalidOut}
 WRITE = {**READ, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut}
+
+
+class LogOut(Schema):
+    """The tail of one container of one of the Job's pods, as the API server answered it: read
+    when asked, never stored (docs/api.md, "Logs")."""
+
+    pod: str
+    container: str
+    previous: bool = Field(description="The previous (terminated) container's log: operators only.")
+    tail: int = Field(description="The lines asked for (tailLines).")
+    lines: int = Field(description="The lines answered.")
+    cut: bool = Field(description="The answer reached the byte cap; its first line may be partial.")
+    text: str
+
+
+LOGS = {**READ, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut, 503: ErrorOut}

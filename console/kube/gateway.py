@@ -280,6 +280,31 @@ class Gateway:
             raise ApplyError(status, _status_message(status, reason, data))
         return self._json(status, data)
 
+    def log(
+        self, namespace: str, name: str, container: str, tail_lines: int, limit_bytes: int,
+        previous: bool = False,
+    ) -> str:  # fmt: skip
+        """The `log` subresource of one pod: the last `tail_lines` lines, at most `limit_bytes`
+        bytes (the API server cuts there, mid-line if need be). Read, never stored. A refusal
+        (400: no previous container, still waiting; 404: no such pod) is a ClusterUnreachable
+        with its status and the API server's own message."""
+        query = [("container", container), ("tailLines", str(tail_lines)),
+                 ("limitBytes", str(limit_bytes)), ("timestamps", "false")]  # fmt: skip
+        query += [("previous", "true")] if previous else []
+        path = PODS.path(namespace, name) + "/log"
+        status, reason, data = self._send("GET", path, query, None, "")
+        if not 200 <= status < 300:
+            raise _status_failure(status, reason, data)
+        return data.decode(errors="replace")
+
+    def pod_events(self, namespace: str, name: str, limit: int) -> Iterable[Any]:
+        """The Events about one pod (by `involvedObject.name`), one page of at most `limit`:
+        what an operator reads beside its logs; the engine never stores them."""
+        query = [("fieldSelector", f"involvedObject.name={name}"), ("limit", str(limit))]
+        path = Resource("Event", "v1", "events").path(namespace)
+        items: Iterable[Any] = self._page(path, query)["items"]
+        return items
+
     # --- writes ----------------------------------------------------------------------------
 
     def _write(

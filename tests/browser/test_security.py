@@ -23,7 +23,8 @@ from tests.conftest import make_operator
 pytestmark = pytest.mark.browser
 
 PAGES = (
-    "/", "/jobs/", "/jobs/{job}/", "/jobs/new/", "/jobs/{job}/clone/", "/workflows/",
+    "/", "/jobs/", "/jobs/{job}/", "/jobs/{job}/logs/", "/jobs/new/", "/jobs/{job}/clone/",
+    "/workflows/",
     "/clusters/", "/nodes/", "/addons/", "/account/tokens/", "/audit/", "/api/v1/docs",
 )  # fmt: skip
 VIOLATION = re.compile(r"Content.Security.Policy|Refused to", re.IGNORECASE)

@@ -552,6 +552,7 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/jobs/{job_id}/resume": {"post"},
         "/api/v1/jobs/{job_id}/clone": {"post"},
         "/api/v1/jobs/{job_id}/operations": {"get"},
+        "/api/v1/jobs/{job_id}/workers/{pod}/logs": {"get"},
         "/api/v1/workflows": {"get", "post"},
         "/api/v1/workflows/{workflow_id}": {"get"},
     } == {path: set(methods) for path, methods in document["paths"].items()}

@@ -82,6 +82,8 @@ CHANGE_VISION = "302 404 403 403 404 302 302"  # operators only, and only who se
 OPERATE_JOB = "302 404 403 302 404 403 403"  # vision's members only
 NOT_GET = "302 405 405 405 405 405 405"  # a POST-only view asked with GET
 OPERATORS = "302 403 403 403 403 200 200"  # the audit trail
+READ_LOGS = "302 404 403 200 404 200 200"  # vision's members and operators, not its viewers
+POD = "ppo-secret-actor-0"
 
 # Web routes by URL name (the URLconf, outside the API and the admin).
 PAGES: dict[str, list[Call]] = {
@@ -105,6 +107,17 @@ PAGES: dict[str, list[Call]] = {
     ],
     "job_clone": [Call("302 404 403 200 404 403 403", ids=JOB)],
     "job_record": [Call(READ_VISION, ids=JOB, diagnostics=True)],
+    # Logs: members and operators; the matrix's cluster cannot be read (its kubeconfig is "x"),
+    # so the page and its fragment say so, and the download answers 502.
+    "job_logs": [
+        Call(READ_LOGS, ids=JOB),
+        Call(READ_LOGS, ids=JOB, query=f"?pod={POD}&part=log", htmx=True),
+        Call("302 404 403 200 404 200 200", ids=JOB, query=f"?pod={POD}&previous=1"),
+    ],
+    "job_logs_download": [
+        Call("302 404 403 502 404 502 502", ids=JOB, query=f"?pod={POD}"),
+        Call("302 404 403 404 404 404 404", ids=JOB, query="?pod=someone-else-0"),
+    ],
     "job_stop": [Call(OPERATE_JOB, "post", ids=JOB), Call(NOT_GET, ids=JOB)],
     "job_resume": [Call(OPERATE_JOB, "post", ids=JOB), Call(NOT_GET, ids=JOB)],
     "job_delete": [
@@ -177,6 +190,9 @@ API: dict[str, Call] = {
         OPERATE_API_JOB.format(ok=201), "post", data={"name": "ppo-copy"}
     ),
     "GET /api/v1/jobs/{job_id}/operations": Call(READ_API_JOB),
+    # The matrix's cluster cannot be read: 503 for who may read logs; `previous` is 403 for
+    # alice (no diagnostics), checked before the cluster is asked.
+    "GET /api/v1/jobs/{job_id}/workers/{pod}/logs": Call("401 404 403 503 404 503 503"),
     "GET /api/v1/workflows": Call("401 200 200 200 200 200 200"),
     "POST /api/v1/workflows": Call(
         "401 422 403 201 422 403 403",
@@ -337,8 +353,8 @@ def test_page(world: World, name: str) -> None:
 def test_api(world: World, operation: str) -> None:
     call = API[operation]
     path = operation.split(" ", 1)[1]
-    url = path.format(job_id=world.objects["job"], workflow_id=world.objects["workflow"])
-    _check(world, call, url, True, SEES_DIAGNOSTICS)
+    ids = {"job_id": world.objects["job"], "workflow_id": world.objects["workflow"], "pod": POD}
+    _check(world, call, path.format(**ids), True, SEES_DIAGNOSTICS)
 
 
 def test_the_members_setting_opens_diagnostics_to_members_only(world: World, settings: Any) -> None:

@@ -5,12 +5,15 @@ from jobs.views.jobs.actions import job_delete, job_resume, job_stop
 from jobs.views.jobs.detail import job_detail, job_record
 from jobs.views.jobs.form import job_clone, job_new
 from jobs.views.jobs.listing import job_list
+from jobs.views.jobs.logs import job_logs, job_logs_download
 
 __all__ = [
     "job_clone",
     "job_delete",
     "job_detail",
     "job_list",
+    "job_logs",
+    "job_logs_download",
     "job_new",
     "job_record",
     "job_resume",

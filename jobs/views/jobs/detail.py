@@ -26,6 +26,7 @@ from jobs.lifecycle import allowed_actions
 from jobs.messages import render_text
 from jobs.models import Job, Operation, Task
 from jobs.operations import note_failure_seen
+from jobs.pod_logs import reads_logs
 from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
 from jobs.views.jobs.common import ClusterState, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
@@ -59,6 +60,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         fragment = "jobs/detail.html#status"
         return not_modified(request, context["version"]) or render(request, fragment, context)
     context["delete_form"] = DeleteForm(job_name=job.name)
+    context["reads_logs"] = reads_logs(request.user, job)
     context["record"] = record_text(request, job, context)
     return render(request, "jobs/detail.html", context)
 
