@@ -136,6 +136,13 @@ class CloneIn(BaseModel):
     overrides: dict[str, Any] | None = None
 
 
+SIGNAL_TOKEN = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "A Job's TRAINYARD_SIGNAL_TOKEN, given to its pods (docs/api.md, Signals).",
+}
+
+
 class TrainyardAPI(NinjaAPI):
     REQUEST_MODELS: tuple[type[BaseModel], ...] = (JobSpec, CloneIn, WorkflowSpec, SignalBatch)
 
@@ -148,6 +155,7 @@ class TrainyardAPI(NinjaAPI):
             definition = model.model_json_schema(ref_template=REF_TEMPLATE)
             components.update(definition.pop("$defs", {}))
             components[model.__name__] = definition
+        schema["components"].setdefault("securitySchemes", {})["SignalToken"] = SIGNAL_TOKEN
         return schema
 
     def _get_urls(self) -> list[URLResolver | URLPattern]:
@@ -530,7 +538,7 @@ def _signal_items(request: HttpRequest) -> list[Any]:
     "/jobs/{job_id}/signals",
     response={202: SignalsAccepted, **SIGNALS},
     auth=None,
-    openapi_extra=_body_doc(SignalBatch),
+    openapi_extra={**_body_doc(SignalBatch), "security": [{"SignalToken": []}]},
     tags=["signals"],
 )
 def post_signals(request: HttpRequest, job_id: ObjectId) -> Status[dict[str, int]]:

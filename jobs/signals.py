@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Max
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
@@ -168,7 +168,7 @@ def _row(job_id: int, run: int, item: SignalBase, now: datetime) -> Signal:
     )  # fmt: skip
 
 
-def store(job_id: int, run: int, items: list[SignalBase]) -> tuple[int, int]:
+def store(job_id: int, run: int, items: Sequence[SignalBase]) -> tuple[int, int]:
     """(accepted, duplicates): one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two requests
     racing with the same message count it once between them."""
     now = timezone.now()
@@ -178,33 +178,28 @@ def store(job_id: int, run: int, items: list[SignalBase]) -> tuple[int, int]:
         rows, fields=fields, returning_fields=[Signal._meta.pk], on_conflict=OnConflict.IGNORE
     )
     accepted = len(inserted or [])
-    compact(job_id, run, {row.kind for row in rows}, now)
+    compact(job_id, run, rows, now)
     return accepted, len(rows) - accepted
 
 
 # --- compaction --------------------------------------------------------------------------------
 
 
-def compact(job_id: int, run: int, kinds: set[str], now: datetime) -> None:
+def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
     """Bound the rows of a Job run. Rows received within TRAINYARD_SIGNAL_KEEP_SECONDS are never
     removed, so a client's retry within that window is still recognised as a duplicate."""
     old = Signal.objects.filter(
         job_id=job_id, run=run,
         received_at__lt=now - timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS),
     )  # fmt: skip
-    for kind in kinds & set(LATEST_ONLY):
-        _keep_latest_per_uid(old.filter(kind=kind), job_id, run, kind)
+    kinds = {row.kind for row in rows}
+    for row in rows:
+        if row.kind in LATEST_ONLY:  # older ones of this pod UID: this one is newer
+            old.filter(kind=row.kind, uid=row.uid, seq__lt=row.seq).delete()
     if "progress" in kinds:
         _thin_progress(old.filter(kind="progress"), job_id, run)
     for kind in kinds - set(LATEST_ONLY) - {"progress"}:
         _keep_latest(old.filter(kind=kind), job_id, run, kind)
-
-
-def _keep_latest_per_uid(old: Any, job_id: int, run: int, kind: str) -> None:
-    mine = Signal.objects.filter(job_id=job_id, run=run, kind=kind)
-    latest = mine.values("uid").annotate(top=Max("seq")).values_list("uid", "top")
-    for uid, top in latest:
-        old.filter(uid=uid, seq__lt=top).delete()
 
 
 def _keep_latest(old: Any, job_id: int, run: int, kind: str) -> None:
@@ -216,10 +211,24 @@ def _keep_latest(old: Any, job_id: int, run: int, kind: str) -> None:
 
 
 def _thin_progress(old: Any, job_id: int, run: int) -> None:
-    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points: every second old point goes (the first and
-    the last old point stay), so the history keeps its shape at half the resolution."""
+    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points, the old ones keep the first of each slice
+    of time, slices aligned and a power of two seconds wide so that at most half the limit of
+    them cover the span: the history keeps its shape over the whole run, at a resolution that
+    coarsens as the run grows (aligned slices nest, so a later pass never undoes an earlier)."""
     limit = settings.TRAINYARD_SIGNAL_PROGRESS_POINTS
     if Signal.objects.filter(job_id=job_id, run=run, kind="progress").count() <= limit:
         return
-    points = list(old.order_by("at", "pk").values_list("pk", flat=True))
-    Signal.objects.filter(pk__in=points[1:-1:2]).delete()
+    points = list(old.order_by("at", "pk").values_list("pk", "at"))
+    if len(points) < 2:
+        return
+    width, span = 1, (points[-1][1] - points[0][1]).total_seconds()
+    while span / width > limit // 2 - 1:
+        width *= 2
+    seen: set[int] = set()
+    gone = []
+    for pk, at in points:
+        bucket = int(at.timestamp()) // width
+        if bucket in seen:
+            gone.append(pk)
+        seen.add(bucket)
+    Signal.objects.filter(pk__in=gone).delete()

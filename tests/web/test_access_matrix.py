@@ -175,6 +175,12 @@ API: dict[str, Call] = {
         OPERATE_API_JOB.format(ok=201), "post", data={"name": "ppo-copy"}
     ),
     "GET /api/v1/jobs/{job_id}/operations": Call(READ_API_JOB),
+    # A Job's pods post with its signal token (tests/jobs/test_signals.py); a user's is refused.
+    "POST /api/v1/jobs/{job_id}/signals": Call(
+        "401 401 401 401 401 401 401",
+        "post",
+        data={"kind": "heartbeat", "pod": "p", "uid": "u", "seq": 1},
+    ),
     "GET /api/v1/workflows": Call("401 200 200 200 200 200 200"),
     "POST /api/v1/workflows": Call(
         "401 422 403 201 422 403 403",
