@@ -62,9 +62,10 @@ def message(kind: str, seq: int, pod: str = POD, uid: str = UID, **fields: Any) 
 
 
 def post(job_id: int, body: Any, token: str | None, raw: str | None = None) -> Any:
+    """As a pod posts: no session, no CSRF token (the endpoint is token-authenticated)."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     data = raw if raw is not None else json.dumps(body)
-    return Client().post(
+    return Client(enforce_csrf_checks=True).post(
         f"/api/v1/jobs/{job_id}/signals", data, "application/json", headers=headers
     )
 
