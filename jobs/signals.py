@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models.constants import OnConflict
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
 from jobs.models import Signal
 
@@ -78,7 +78,7 @@ class SignalBase(BaseModel):
     pod: Name
     uid: Annotated[str, Field(min_length=1, max_length=64)]
     seq: Annotated[int, Field(ge=0, le=2**63 - 1)]
-    at: datetime | None = None
+    at: AwareDatetime | None = None
 
 
 class Heartbeat(SignalBase):
@@ -193,9 +193,12 @@ def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
         received_at__lt=now - timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS),
     )  # fmt: skip
     kinds = {row.kind for row in rows}
+    newest: dict[tuple[str, str], int] = {}
     for row in rows:
-        if row.kind in LATEST_ONLY:  # older ones of this pod UID: this one is newer
-            old.filter(kind=row.kind, uid=row.uid, seq__lt=row.seq).delete()
+        if row.kind in LATEST_ONLY:
+            newest[row.kind, row.uid] = max(row.seq, newest.get((row.kind, row.uid), row.seq))
+    for (kind, uid), seq in newest.items():  # older ones of this pod UID than the newest
+        old.filter(kind=kind, uid=uid, seq__lt=seq).delete()
     if "progress" in kinds:
         _thin_progress(old.filter(kind="progress"), job_id, run)
     for kind in kinds - set(LATEST_ONLY) - {"progress"}:

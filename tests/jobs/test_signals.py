@@ -151,6 +151,21 @@ def test_it_refuses_an_invalid_message_of_each_kind_saying_where(
         ({"kind": "heartbeat", "uid": UID, "seq": 1}, "signals.invalid"),
         ({"kind": "heartbeat", "pod": POD, "uid": UID, "seq": -1}, "signals.invalid"),
         ({"kind": "heartbeat", "pod": POD, "uid": "", "seq": 1}, "signals.invalid"),
+        (
+            {"kind": "heartbeat", "pod": POD, "uid": UID, "seq": 1, "at": "2026-12-01T10:00:00"},
+            "signals.invalid",
+        ),  # no time zone
+        (
+            {
+                "kind": "progress",
+                "pod": POD,
+                "uid": UID,
+                "seq": 1,
+                "step": 1,
+                "metrics": {"loss": float("nan")},
+            },
+            "signals.invalid",
+        ),
         ([], "signals.batch"),
         ("heartbeat", "signals.invalid"),
     ],
