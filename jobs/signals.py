@@ -185,24 +185,38 @@ def store(job_id: int, run: int, items: Sequence[SignalBase]) -> tuple[int, int]
 # --- compaction --------------------------------------------------------------------------------
 
 
+COMPACT_EVERY = (
+    60  # seconds: each pod UID, and each kind of a Job run, compacted at most this often
+)
+
+
+def _due(key: str) -> bool:
+    """True at most once per COMPACT_EVERY for `key` (the cache's add is atomic)."""
+    return bool(cache.add(f"signals:compact:{key}", 1, timeout=COMPACT_EVERY))
+
+
 def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
-    """Bound the rows of a Job run. Rows received within TRAINYARD_SIGNAL_KEEP_SECONDS are never
-    removed, so a client's retry within that window is still recognised as a duplicate."""
+    """Bound the rows of a Job run, at most once a minute per pod UID and kind (a request is
+    then a single INSERT). Rows received within TRAINYARD_SIGNAL_KEEP_SECONDS are never removed,
+    so a client's retry within that window is still recognised as a duplicate."""
     old = Signal.objects.filter(
         job_id=job_id, run=run,
         received_at__lt=now - timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS),
     )  # fmt: skip
-    kinds = {row.kind for row in rows}
     newest: dict[tuple[str, str], int] = {}
     for row in rows:
         if row.kind in LATEST_ONLY:
             newest[row.kind, row.uid] = max(row.seq, newest.get((row.kind, row.uid), row.seq))
     for (kind, uid), seq in newest.items():  # older ones of this pod UID than the newest
-        old.filter(kind=kind, uid=uid, seq__lt=seq).delete()
-    if "progress" in kinds:
-        _thin_progress(old.filter(kind="progress"), job_id, run)
-    for kind in kinds - set(LATEST_ONLY) - {"progress"}:
-        _keep_latest(old.filter(kind=kind), job_id, run, kind)
+        if _due(f"{job_id}:{run}:{kind}:{uid}"):
+            old.filter(kind=kind, uid=uid, seq__lt=seq).delete()
+    for kind in {row.kind for row in rows} - set(LATEST_ONLY):
+        if not _due(f"{job_id}:{run}:{kind}"):
+            continue
+        if kind == "progress":
+            _thin_progress(old.filter(kind=kind), job_id, run)
+        else:
+            _keep_latest(old.filter(kind=kind), job_id, run, kind)
 
 
 def _keep_latest(old: Any, job_id: int, run: int, kind: str) -> None:
