@@ -70,7 +70,7 @@ def _report(timings: list[float], rows: int) -> str:
         "## Signal intake",
         "",
         f"{PODS:,} pods each post one message (heartbeat, progress or Ray) every 10 s for "
-        f"{ROUNDS * 10 // 60} simulated minutes: {len(timings):,} requests to "
+        f"{ROUNDS * 10 / 60:g} simulated minutes: {len(timings):,} requests to "
         "`POST /api/v1/jobs/{id}/signals` through Django's test client in one process (the "
         "whole server side, no network or gunicorn); wall time per request in ms. 1-minute load "
         f"average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.",
