@@ -18,7 +18,7 @@ import os
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -26,7 +26,14 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Count, F
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from prometheus_client import REGISTRY, CollectorRegistry, Histogram, generate_latest, multiprocess
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -243,8 +250,27 @@ def queue_metrics() -> Iterator[Metric]:
     yield family
 
 
-# Signal intake goes here once pods post signals (POST /api/v1/jobs/{id}/signals): a counter
-# of signals received per cluster and kind, read like the sync totals above.
+# Signal intake (POST /api/v1/jobs/{id}/signals, jobs.signals): counted by the web process that
+# took it, like the request latency, so every process's counts add up under gunicorn.
+SIGNALS_RECEIVED = Counter(
+    "trainyard_signals_received",
+    "Signal messages received from pods, by cluster and kind (duplicates included).",
+    labelnames=["cluster", "kind"],
+)
+SIGNALS_DUPLICATE = Counter(
+    "trainyard_signals_duplicate",
+    "Signal messages recognised as resent (counted once), by cluster.",
+    labelnames=["cluster"],
+)
+
+
+def count_signals(cluster: str, items: Sequence[Any], accepted: int) -> None:
+    for item in items:
+        SIGNALS_RECEIVED.labels(cluster, item.kind).inc()
+    if duplicates := len(items) - accepted:
+        SIGNALS_DUPLICATE.labels(cluster).inc(duplicates)
+
+
 SCRAPED: tuple[Callable[[], Iterable[Metric]], ...] = (
     cluster_metrics,
     job_metrics,

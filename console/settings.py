@@ -69,6 +69,22 @@ def proxy_networks(value: str) -> list[str]:
     return networks
 
 
+def public_url(value: str, debug: bool) -> str:
+    """TRAINYARD_PUBLIC_URL: how pods reach the console (their signals go to it). An absolute
+    http(s) URL without query or fragment. In debug mode the development server's address is
+    the default; out of it, unset means pods are given no signal URL (docs/decisions.md)."""
+    if not value:
+        return "http://127.0.0.1:8000" if debug else ""
+    parts = urlparse(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"TRAINYARD_PUBLIC_URL must be an http(s) URL with a host, not {value!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError(
+            f"TRAINYARD_PUBLIC_URL must have no query, fragment or credentials, not {value!r}"
+        )
+    return value.rstrip("/")
+
+
 def proxy_ssl_header(value: str) -> tuple[str, str] | None:
     """TRAINYARD_SECURE_PROXY_SSL_HEADER names the header by which the proxy says the request
     came over HTTPS (e.g. X-Forwarded-Proto); its value must then be `https`."""
@@ -301,6 +317,14 @@ TRAINYARD_RELIST_SECONDS = env_int("TRAINYARD_RELIST_SECONDS", 600, minimum=1)
 # authorised operators): "operators", or "members" to open them to the members of a Job's
 # project too (jobs.diagnostics).
 TRAINYARD_DIAGNOSTICS = env_choice("TRAINYARD_DIAGNOSTICS", "operators", ("operators", "members"))
+# Signals from training pods (jobs.signals, docs/api.md "Signals"): where pods post them, how
+# many requests a pod may send per second, the largest body, and how long an exact duplicate is
+# recognised after compaction may have removed its row.
+TRAINYARD_PUBLIC_URL = public_url(env("TRAINYARD_PUBLIC_URL"), DEBUG)
+TRAINYARD_SIGNAL_RATE = env_int("TRAINYARD_SIGNAL_RATE", 10, minimum=1)
+TRAINYARD_SIGNAL_MAX_BYTES = env_int("TRAINYARD_SIGNAL_MAX_BYTES", 65_536, minimum=1024)
+TRAINYARD_SIGNAL_PROGRESS_POINTS = env_int("TRAINYARD_SIGNAL_PROGRESS_POINTS", 1000, minimum=10)
+TRAINYARD_SIGNAL_KEEP_SECONDS = env_int("TRAINYARD_SIGNAL_KEEP_SECONDS", 600, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,7 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -28,10 +29,10 @@ from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as ModelInvalid
 
-from console import audit, ratelimit
+from console import audit, metrics, ratelimit
 from console.engine.logs import LogUnavailable
 from console.models import Addon, ApiToken, Cluster, Node
-from jobs import pod_logs
+from jobs import pod_logs, signals
 from jobs.access import (
     cannot_create,
     cannot_operate,
@@ -57,6 +58,7 @@ from jobs.operations import (
 from jobs.schemas import (
     LOGS,
     READ,
+    SIGNALS,
     WRITE,
     AcceptedOut,
     AddonOut,
@@ -66,9 +68,11 @@ from jobs.schemas import (
     LogOut,
     NodeOut,
     OperationOut,
+    SignalsAccepted,
     WorkflowDetailOut,
     WorkflowOut,
 )
+from jobs.signals import SignalBatch
 from jobs.spec import (
     SPEC_MAX_BYTES,
     SPEC_MAX_NODES,
@@ -135,8 +139,15 @@ class CloneIn(BaseModel):
     overrides: dict[str, Any] | None = None
 
 
+SIGNAL_TOKEN = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "A Job's TRAINYARD_SIGNAL_TOKEN, given to its pods (docs/api.md, Signals).",
+}
+
+
 class TrainyardAPI(NinjaAPI):
-    REQUEST_MODELS: tuple[type[BaseModel], ...] = (JobSpec, CloneIn, WorkflowSpec)
+    REQUEST_MODELS: tuple[type[BaseModel], ...] = (JobSpec, CloneIn, WorkflowSpec, SignalBatch)
 
     def get_openapi_schema(
         self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
@@ -147,6 +158,7 @@ class TrainyardAPI(NinjaAPI):
             definition = model.model_json_schema(ref_template=REF_TEMPLATE)
             components.update(definition.pop("$defs", {}))
             components[model.__name__] = definition
+        schema["components"].setdefault("securitySchemes", {})["SignalToken"] = SIGNAL_TOKEN
         return schema
 
     def _get_urls(self) -> list[URLResolver | URLPattern]:
@@ -491,6 +503,90 @@ def submit_workflow(request: HttpRequest) -> Status[Workflow]:
     _forbid_viewer(user, data.get("project"))
     workflow = create_workflow(user, parse_workflow_spec(data, user))
     return Status(201, workflow)
+
+
+# --- signals from a Job's pods (jobs.signals) --------------------------------------------------
+
+
+class SignalRefused(Exception):
+    """A signal request refused, with a stable code beside the message."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.extra = status, code, message, extra
+
+
+@api.exception_handler(SignalRefused)
+def _signal_refused(request: HttpRequest, exc: SignalRefused) -> HttpResponse:
+    response = _error(request, exc.status, exc.message, message_code=exc.code, **exc.extra)
+    if exc.status == 401:
+        response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def _signal_run(request: HttpRequest, job_id: int) -> tuple[Job, int]:
+    """The Job and run a genuine signal token names: 401 without one, 403 for another Job's or
+    an earlier run's, 404 when the Job is gone."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    owner = signals.token_owner(token.strip()) if scheme.lower() == "bearer" else None
+    if owner is None:
+        raise SignalRefused(
+            401, "signals.token", "Send the Job's TRAINYARD_SIGNAL_TOKEN as Bearer."
+        )
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if owner[0] != job_id:
+        raise SignalRefused(403, "signals.other_job", "This token belongs to another Job.")
+    if job is None:
+        raise Http404("No such job.")
+    if owner[1] != job.run:
+        raise SignalRefused(403, "signals.old_run", "This token belongs to an earlier run.")
+    return job, owner[1]
+
+
+def _signal_items(request: HttpRequest) -> list[Any]:
+    """The body as a list of checked messages: 413 over the size cap, 422 saying what is wrong."""
+    limit = settings.TRAINYARD_SIGNAL_MAX_BYTES
+    if len(request.body) > limit:
+        raise SignalRefused(
+            413, "signals.too_large", f"The body is larger than {limit // 1024} KiB."
+        )
+    try:
+        data = json.loads(request.body or b"null")
+    except (ValueError, RecursionError):
+        raise SignalRefused(422, "signals.not_json", "The body is not valid JSON.") from None
+    items = data if isinstance(data, list) else [data]
+    if not 1 <= len(items) <= signals.MAX_BATCH:
+        raise SignalRefused(
+            422, "signals.batch", f"Send one signal or a list of 1 to {signals.MAX_BATCH}."
+        )
+    try:
+        return signals.BATCH.validate_python(items)
+    except ModelInvalid as exc:
+        errors = {".".join(str(p) for p in e["loc"]): e["msg"] for e in exc.errors()}
+        raise SignalRefused(422, "signals.invalid", "Invalid signal.", errors=errors) from None
+
+
+@api.post(
+    "/jobs/{job_id}/signals",
+    response={202: SignalsAccepted, **SIGNALS},
+    auth=None,
+    openapi_extra={**_body_doc(SignalBatch), "security": [{"SignalToken": []}]},
+    tags=["signals"],
+)
+def post_signals(request: HttpRequest, job_id: ObjectId) -> Status[dict[str, int]]:
+    """A Job's pods report heartbeats, phase, progress, checkpoints, Ray membership and
+    completion, authenticated by the Job's TRAINYARD_SIGNAL_TOKEN (not a user's token). A
+    resent (pod, uid, seq) counts as a duplicate, never twice."""
+    job, run = _signal_run(request, job_id)
+    items = _signal_items(request)
+    if any(signals.too_fast(job.pk, pod) for pod in {item.pod for item in items}):
+        raise SignalRefused(
+            429, "signals.too_fast",
+            f"At most {settings.TRAINYARD_SIGNAL_RATE} requests per second per pod; batch them.",
+        )  # fmt: skip
+    accepted, duplicates = signals.store(job.pk, run, items)
+    metrics.count_signals(job.cluster.name, items, accepted)
+    return Status(202, {"accepted": accepted, "duplicates": duplicates})
 
 
 @api.api_operation(

@@ -192,3 +192,31 @@ class Operation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.job_name}: {self.result}"
+
+
+class Signal(models.Model):
+    """One message a Job's workload posted about itself (jobs.signals): the workload's own word,
+    kept beside the Kubernetes facts, never in place of them. (pod, uid, seq) is unique so a
+    resent message is recognised; old heartbeats and progress points are compacted."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="signals")
+    run = models.PositiveIntegerField(_("run"))
+    pod = models.CharField(_("pod"), max_length=253)
+    uid = models.CharField(_("pod UID"), max_length=64)
+    seq = models.BigIntegerField(_("sequence number"))
+    kind = models.CharField(_("kind"), max_length=16)
+    at = models.DateTimeField(_("reported at"))
+    received_at = models.DateTimeField(_("received at"), default=timezone.now)
+    data = models.JSONField(_("data"), default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "pod", "uid", "seq"], name="one_signal_per_seq"),
+        ]
+        indexes = [
+            models.Index(fields=["job", "kind", "received_at"], name="signal_job_kind"),
+            models.Index(fields=["uid", "kind", "seq"], name="signal_uid_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod} #{self.seq} {self.kind}"

@@ -228,6 +228,13 @@ class AcceptedOut(Schema):
     message: str
 
 
+class SignalsAccepted(Schema):
+    """New messages stored, and resent ones recognised (counted once, never twice)."""
+
+    accepted: int
+    duplicates: int
+
+
 READ = {401: ErrorOut, 404: ErrorOut, 422: InvalidOut}
 WRITE = {**READ, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut}
 
@@ -246,3 +253,4 @@ class LogOut(Schema):
 
 
 LOGS = {**READ, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut, 503: ErrorOut}
+SIGNALS = {**READ, 403: ErrorOut, 413: ErrorOut, 429: ErrorOut}

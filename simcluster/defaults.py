@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from simcluster.downward import default_env
+
 Obj = dict[str, Any]
 
 # DefaultTolerationSeconds admission: pods may stay on a lost node for five minutes.
@@ -27,6 +29,7 @@ def default_container(container: Obj) -> None:
             resources["requests"].setdefault(name, value)
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
+    default_env(container.get("env"))
 
 
 def default_pod_spec(spec: Obj) -> None:

@@ -16,6 +16,7 @@ from simcluster import errors
 from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, parse_rfc3339, rfc3339_nano
 from simcluster.containers import ContainerDriver
 from simcluster.context import Context, object_reference
+from simcluster.downward import environment
 from simcluster.nodeinfo import NodeRegistry, SimNode
 from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, build_status
 from simcluster.store import Key, Version
@@ -109,6 +110,7 @@ class Kubelet:
                 c.get("imagePullPolicy", "IfNotPresent"),
                 behaviour_of(c),
                 until=now + 1.0,
+                env=environment(pod, c),
             )
             for c in spec["containers"]
         ]

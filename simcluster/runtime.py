@@ -54,6 +54,7 @@ class ContainerRuntime:
     resolved_image: str = ""
     message: str = ""
     stopping: bool = False
+    env: dict[str, str] = field(default_factory=dict)  # as the process sees it (downward API)
 
     @property
     def current(self) -> Instance | None:

@@ -219,6 +219,13 @@ class SimCluster:
         self.cluster.tick()
         return killed
 
+    def container_env(self, uid: str, container: str) -> dict[str, str]:
+        """The environment a pod's container was started with, downward API resolved (what the
+        process would read; the pod object itself keeps `valueFrom`)."""
+        with self.cluster.store.lock:
+            runtime = self.cluster.kubelet.pods[uid]
+            return dict(next(c for c in runtime.containers if c.name == container).env)
+
     def set_fault(
         self,
         *,

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from simcluster.downward import check_env
 from simcluster.quantity import QuantityError, parse_quantity
 from simcluster.selectors import Requirement, SelectorError, matches, selector_from_label_selector
 
@@ -145,6 +146,7 @@ def _check_container(container: Obj, field: str, seen: set[str]) -> Causes:
     seen.add(name)
     if not container.get("image"):
         causes.append((f"{field}.image", "Required value"))
+    causes += check_env(container.get("env"), field)
     resources = container.get("resources") or {}
     for section in ("requests", "limits"):
         for resource_name, value in (resources.get(section) or {}).items():

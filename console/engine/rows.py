@@ -20,6 +20,7 @@ from console.models import Addon, Cluster, Node
 from jobs.choices import JobPhase, TaskKind, TaskPhase
 from jobs.lifecycle import blocked_by
 from jobs.models import Job, Operation, Task, WorkflowEdge
+from jobs.signals import signal_token, signal_url
 from workers.models import PodInstance, Worker
 
 
@@ -278,6 +279,8 @@ def target_of(job: JobRow, task: TaskRow) -> Target:
         kind=TaskKind(task.kind),
         replicas=task.desired_replicas,
         template=task.template,
+        signal_url=signal_url(job.pk),
+        signal_token=signal_token(job.pk, job.run),
     )
 
 

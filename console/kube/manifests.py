@@ -32,6 +32,8 @@ class Target:
     kind: str  # StatefulSet or Job
     replicas: int
     template: Mapping[str, Any] = field(default_factory=dict)
+    signal_url: str = ""  # where the pods post signals; "" gives them no URL nor token
+    signal_token: str = ""
 
     @property
     def name(self) -> str:
@@ -56,16 +58,38 @@ def selector(target: Target) -> dict[str, str]:
     }
 
 
-def pod_env(target: Target) -> list[dict[str, str]]:
-    """The console's variables first; a template variable of the same name cannot shadow them."""
+# The pod's own name and UID, resolved by the kubelet (the downward API): a re-created pod has a
+# new UID, and its signals a new sequence.
+DOWNWARD = {"TRAINYARD_POD": "metadata.name", "TRAINYARD_POD_UID": "metadata.uid"}
+
+
+def console_env(target: Target) -> dict[str, str]:
     ours = {
         "TRAINYARD_JOB_ID": str(target.job_id),
         "TRAINYARD_TASK_ID": str(target.task_id),
         "TRAINYARD_ROLE": target.role,
         "TRAINYARD_RUN": str(target.run),
+        "TRAINYARD_JOB": target.job_name,
+        "TRAINYARD_TASK": target.role,
     }
-    theirs = {k: v for k, v in sorted((target.template.get("env") or {}).items()) if k not in ours}
-    return [{"name": k, "value": v} for k, v in {**ours, **theirs}.items()]
+    if target.signal_url:
+        ours["TRAINYARD_SIGNAL_URL"] = target.signal_url
+        ours["TRAINYARD_SIGNAL_TOKEN"] = target.signal_token
+    return ours
+
+
+def pod_env(target: Target) -> list[dict[str, Any]]:
+    """The console's variables first; a template variable of the same name cannot shadow them."""
+    ours = console_env(target)
+    reserved = ours.keys() | DOWNWARD.keys()
+    theirs = {
+        k: v for k, v in sorted((target.template.get("env") or {}).items()) if k not in reserved
+    }
+    plain = [{"name": k, "value": v} for k, v in {**ours, **theirs}.items()]
+    return plain + [
+        {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+        for name, path in DOWNWARD.items()
+    ]
 
 
 def resources(template: Mapping[str, Any]) -> dict[str, dict[str, str]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from console.kube.manifests import Target, batch_job, headless_service, statefulset, workload
 from jobs.choices import TaskKind
 
@@ -49,16 +51,37 @@ def test_it_names_the_statefulset_after_job_and_role_and_labels_it_and_its_pods(
 
 def test_it_gives_the_pods_the_console_env_which_the_template_cannot_shadow() -> None:
     container = statefulset(target())["spec"]["template"]["spec"]["containers"][0]
-    env = {item["name"]: item["value"] for item in container["env"]}
+    env = {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
     assert env == {
         "TRAINYARD_JOB_ID": "7",
         "TRAINYARD_TASK_ID": "11",
         "TRAINYARD_ROLE": "worker",
         "TRAINYARD_RUN": "2",
+        "TRAINYARD_JOB": "train",
+        "TRAINYARD_TASK": "worker",
         "RAY_ADDRESS": "train-head:6379",
+        "TRAINYARD_POD": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+        "TRAINYARD_POD_UID": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.uid"}},
     }
     assert container["command"] == ["python", "-m", "rlinf.train"]
     assert container["args"] == ["--config", "ppo.yaml"]
+
+
+def test_it_gives_every_container_of_every_kind_the_signal_url_and_token() -> None:
+    """A template variable cannot replace the token either (a pod posts as its own Job)."""
+    signalled = replace(
+        target(env={"TRAINYARD_SIGNAL_TOKEN": "spoofed", "TRAINYARD_POD": "x"}),
+        signal_url="https://console.example/api/v1/jobs/7/signals", signal_token="7.2.mac",
+    )  # fmt: skip
+    for kind in TaskKind:
+        manifest = workload(replace(signalled, kind=kind))
+        env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+        names = [item["name"] for item in env]
+        assert len(names) == len(set(names))
+        plain = {item["name"]: item.get("value") for item in env}
+        assert plain["TRAINYARD_SIGNAL_URL"] == "https://console.example/api/v1/jobs/7/signals"
+        assert plain["TRAINYARD_SIGNAL_TOKEN"] == "7.2.mac"
+        assert plain["TRAINYARD_POD"] is None  # from the downward API, not the template
 
 
 def test_it_requests_what_it_limits_including_gpus_and_selects_nodes() -> None:

@@ -9,7 +9,7 @@ import sys
 import pytest
 from cryptography.fernet import Fernet
 
-from console.settings import ConfigError, database_from_url, env_bool, env_int
+from console.settings import ConfigError, database_from_url, env_bool, env_int, public_url
 
 
 def start(**environ: str) -> subprocess.CompletedProcess[str]:
@@ -115,3 +115,21 @@ def test_it_keeps_a_generated_secret_key_in_the_var_dir_across_restarts(tmp_path
     assert key() == first == (tmp_path / "secret_key").read_text()
     assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
     assert list(tmp_path.glob("secret_key.*")) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["console.example", "ftp://console.example", "https://", "https://c.example/?x=1",
+     "https://c.example/#top", "https://user:pw@c.example"],
+)  # fmt: skip
+def test_the_public_url_is_an_absolute_http_url_without_extras(value: str) -> None:
+    with pytest.raises(ConfigError, match="TRAINYARD_PUBLIC_URL"):
+        public_url(value, debug=True)
+
+
+def test_the_public_url_defaults_to_the_dev_server_only_when_debugging() -> None:
+    assert public_url("", debug=True) == "http://127.0.0.1:8000"
+    assert public_url("", debug=False) == ""
+    assert (
+        public_url("https://console.example/yard/", debug=False) == "https://console.example/yard"
+    )

@@ -193,6 +193,12 @@ API: dict[str, Call] = {
     # The matrix's cluster cannot be read: 503 for who may read logs; `previous` is 403 for
     # alice (no diagnostics), checked before the cluster is asked.
     "GET /api/v1/jobs/{job_id}/workers/{pod}/logs": Call("401 404 403 503 404 503 503"),
+    # A Job's pods post with its signal token (tests/jobs/test_signals.py); a user's is refused.
+    "POST /api/v1/jobs/{job_id}/signals": Call(
+        "401 401 401 401 401 401 401",
+        "post",
+        data={"kind": "heartbeat", "pod": "p", "uid": "u", "seq": 1},
+    ),
     "GET /api/v1/workflows": Call("401 200 200 200 200 200 200"),
     "POST /api/v1/workflows": Call(
         "401 422 403 201 422 403 403",

@@ -1,0 +1,252 @@
+"""Signals: what a Job's workload says about itself, posted by its pods to
+`POST /api/v1/jobs/{id}/signals` (docs/api.md, "Signals").
+
+A pod proves which Job it belongs to with `TRAINYARD_SIGNAL_TOKEN`, an HMAC of the Job's id and
+run under the console's secret key: the same value on every reconcile (the pure plan stays
+deterministic), a new one on every resume, nothing to look up and nothing stored in plain.
+Messages are validated per kind; (pod, uid, seq) is unique, so a resent message is counted once
+(an insert that ignores conflicts, safe under concurrency). Old heartbeats and Ray reports are
+compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
+run, and the other kinds keep their latest few, at most once a minute per pod UID and kind: over
+a 3-day run the table stays bounded and most requests are a single INSERT.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models.constants import OnConflict
+from django.utils import timezone
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
+
+from jobs.models import Signal
+
+MAX_BATCH = 100
+MAX_METRICS = 32
+KEEP_LATEST = 100  # phase, checkpoint and completion messages kept per Job run
+LATEST_ONLY = ("heartbeat", "ray")  # only the newest per pod UID matters
+
+# --- the token ---------------------------------------------------------------------------------
+
+
+def _mac(job_id: int, run: int) -> str:
+    key = settings.SECRET_KEY.encode()
+    digest = hmac.new(key, f"trainyard-signal:{job_id}:{run}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def signal_token(job_id: int, run: int) -> str:
+    """The token of one run of one Job; it names them, so a check needs no query."""
+    return f"{job_id}.{run}.{_mac(job_id, run)}"
+
+
+def token_owner(token: str) -> tuple[int, int] | None:
+    """(job id, run) of a genuine token; None for anything else."""
+    parts = token.split(".")
+    if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    job_id, run = int(parts[0]), int(parts[1])
+    if job_id > 2**63 - 1 or run > 2**31 - 1:
+        return None
+    return (job_id, run) if hmac.compare_digest(parts[2], _mac(job_id, run)) else None
+
+
+def signal_url(job_id: int) -> str:
+    """Where a Job's pods post; "" when the console has no public URL (docs/decisions.md)."""
+    base = settings.TRAINYARD_PUBLIC_URL
+    return f"{base}/api/v1/jobs/{job_id}/signals" if base else ""
+
+
+# --- the messages ------------------------------------------------------------------------------
+
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+Text = Annotated[str, Field(max_length=1024)]
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+
+
+class SignalBase(BaseModel):
+    """What every message carries: which pod (and which life of it: its UID) sent it, in what
+    order, and when it was true (`at`, default: when received)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    pod: Name
+    uid: Annotated[str, Field(min_length=1, max_length=64)]
+    seq: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    at: AwareDatetime | None = None
+
+
+class Heartbeat(SignalBase):
+    kind: Literal["heartbeat"]
+
+
+class PhaseSignal(SignalBase):
+    kind: Literal["phase"]
+    phase: Literal[
+        "starting", "waiting_for_nodes", "initializing", "training", "evaluating",
+        "checkpointing", "finalizing",
+    ]  # fmt: skip
+
+
+class Progress(SignalBase):
+    kind: Literal["progress"]
+    step: Count
+    max_steps: Count | None = None
+    step_seconds: Annotated[float, Field(ge=0)] | None = None
+    metrics: Annotated[
+        dict[Annotated[str, Field(min_length=1, max_length=64)], float],
+        Field(max_length=MAX_METRICS),
+    ] | None = None  # fmt: skip
+
+
+class Checkpoint(SignalBase):
+    kind: Literal["checkpoint"]
+    step: Count
+    path: Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+class Ray(SignalBase):
+    kind: Literal["ray"]
+    expected_nodes: Count
+    alive_nodes: Count
+    gpus: Count | None = None
+
+
+class Completion(SignalBase):
+    kind: Literal["completion"]
+    outcome: Literal["succeeded", "failed"]
+    exit_code: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = None
+    reason: Annotated[str, Field(max_length=128)] | None = None
+    message: Text | None = None
+
+
+SignalIn = Annotated[
+    Heartbeat | PhaseSignal | Progress | Checkpoint | Ray | Completion,
+    Field(discriminator="kind"),
+]
+BATCH = TypeAdapter(list[SignalIn])
+
+
+class SignalBatch(RootModel[SignalIn | Annotated[list[SignalIn], Field(max_length=MAX_BATCH)]]):
+    """The request body of POST /api/v1/jobs/{id}/signals: one message or a list of them."""
+
+
+COMMON = frozenset(("kind", "pod", "uid", "seq", "at"))
+
+
+# --- rate --------------------------------------------------------------------------------------
+
+
+def too_fast(job_id: int, pod: str) -> bool:
+    """At most TRAINYARD_SIGNAL_RATE requests per second per pod (a burst of that many), counted
+    in the cache (shared by every web process when the cache is)."""
+    key = f"signals:{job_id}:{pod}:{int(timezone.now().timestamp())}"
+    cache.add(key, 0, timeout=2)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr: this request opens a new second
+        cache.set(key, 1, timeout=2)
+        count = 1
+    return count > settings.TRAINYARD_SIGNAL_RATE
+
+
+# --- storing -----------------------------------------------------------------------------------
+
+
+def _row(job_id: int, run: int, item: SignalBase, now: datetime) -> Signal:
+    fields = item.model_dump(mode="json", exclude_none=True)
+    data = {key: value for key, value in fields.items() if key not in COMMON}
+    kind = fields["kind"]
+    return Signal(
+        job_id=job_id, run=run, pod=item.pod, uid=item.uid, seq=item.seq, kind=kind,
+        at=item.at or now, received_at=now, data=data,
+    )  # fmt: skip
+
+
+def store(job_id: int, run: int, items: Sequence[SignalBase]) -> tuple[int, int]:
+    """(accepted, duplicates): one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two requests
+    racing with the same message count it once between them."""
+    now = timezone.now()
+    rows = [_row(job_id, run, item, now) for item in items]
+    fields = [f for f in Signal._meta.concrete_fields if not f.primary_key]
+    inserted = Signal.objects._insert(  # type: ignore[attr-defined]
+        rows, fields=fields, returning_fields=[Signal._meta.pk], on_conflict=OnConflict.IGNORE
+    )
+    accepted = len(inserted or [])
+    compact(job_id, run, rows, now)
+    return accepted, len(rows) - accepted
+
+
+# --- compaction --------------------------------------------------------------------------------
+
+
+COMPACT_EVERY = (
+    60  # seconds: each pod UID, and each kind of a Job run, compacted at most this often
+)
+
+
+def _due(key: str) -> bool:
+    """True at most once per COMPACT_EVERY for `key` (the cache's add is atomic)."""
+    return bool(cache.add(f"signals:compact:{key}", 1, timeout=COMPACT_EVERY))
+
+
+def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
+    """Bound the rows of a Job run, at most once a minute per pod UID and kind (a request is
+    then a single INSERT). Rows received within TRAINYARD_SIGNAL_KEEP_SECONDS are never removed,
+    so a client's retry within that window is still recognised as a duplicate."""
+    old = Signal.objects.filter(
+        job_id=job_id, run=run,
+        received_at__lt=now - timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS),
+    )  # fmt: skip
+    newest: dict[tuple[str, str], int] = {}
+    for row in rows:
+        if row.kind in LATEST_ONLY:
+            newest[row.kind, row.uid] = max(row.seq, newest.get((row.kind, row.uid), row.seq))
+    for (kind, uid), seq in newest.items():  # older ones of this pod UID than the newest
+        if _due(f"{job_id}:{run}:{kind}:{uid}"):
+            old.filter(kind=kind, uid=uid, seq__lt=seq).delete()
+    for kind in {row.kind for row in rows} - set(LATEST_ONLY):
+        if not _due(f"{job_id}:{run}:{kind}"):
+            continue
+        if kind == "progress":
+            _thin_progress(old.filter(kind=kind), job_id, run)
+        else:
+            _keep_latest(old.filter(kind=kind), job_id, run, kind)
+
+
+def _keep_latest(old: Any, job_id: int, run: int, kind: str) -> None:
+    mine = Signal.objects.filter(job_id=job_id, run=run, kind=kind)
+    if mine.count() <= KEEP_LATEST:
+        return
+    kept = mine.order_by("-received_at", "-pk").values_list("pk", flat=True)[:KEEP_LATEST]
+    old.exclude(pk__in=list(kept)).delete()
+
+
+def _thin_progress(old: Any, job_id: int, run: int) -> None:
+    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points, the old ones keep the first of each slice
+    of time, slices aligned and a power of two seconds wide so that at most half the limit of
+    them cover the span: the history keeps its shape over the whole run, at a resolution that
+    coarsens as the run grows (aligned slices nest, so a later pass never undoes an earlier)."""
+    limit = settings.TRAINYARD_SIGNAL_PROGRESS_POINTS
+    if Signal.objects.filter(job_id=job_id, run=run, kind="progress").count() <= limit:
+        return
+    points = list(old.order_by("at", "pk").values_list("pk", "at"))
+    if len(points) < 2:
+        return
+    width, span = 1, (points[-1][1] - points[0][1]).total_seconds()
+    while span / width > limit // 2 - 1:
+        width *= 2
+    seen: set[int] = set()
+    gone = []
+    for pk, at in points:
+        bucket = int(at.timestamp()) // width
+        if bucket in seen:
+            gone.append(pk)
+        seen.add(bucket)
+    Signal.objects.filter(pk__in=gone).delete()
