@@ -310,7 +310,7 @@ def test_it_documents_the_message_fields_in_the_openapi_document(db: None) -> No
 # --- clusters --------------------------------------------------------------------------------
 
 GATEWAY_CODES = ("truncated", "refused", "timeout", "transport", "tls", "malformed_json",
-                 "unexpected_shape", "expiring", "status")  # fmt: skip
+                 "unexpected_shape", "expiring", "status", "throttled")  # fmt: skip
 
 
 def test_it_has_a_wording_for_every_reason_the_gateway_gives() -> None:
