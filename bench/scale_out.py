@@ -108,10 +108,9 @@ def _database_url() -> str:
     )
 
 
-@contextmanager
-def processes(directory: Path, web_port: int) -> Iterator[None]:
-    """Beat, workers and web server on this database; stopped (TERM, then KILL) at the end."""
-    env = dict(
+def _environment(directory: Path) -> dict[str, str]:
+    """This database and these keys, a fresh broker file, a beat every INTERVAL seconds."""
+    return dict(
         os.environ,
         DATABASE_URL=_database_url(),
         DJANGO_SETTINGS_MODULE="console.settings",
@@ -122,6 +121,15 @@ def processes(directory: Path, web_port: int) -> Iterator[None]:
         TRAINYARD_KUBE_CONNECT_TIMEOUT="2",
         TRAINYARD_KUBE_READ_TIMEOUT="5",
     )
+
+
+@contextmanager
+def processes(directory: Path, web_port: int) -> Iterator[None]:
+    """Beat, workers and web server on this database; stopped (TERM, then KILL) at the end."""
+    env = _environment(directory)
+    if env.get("REDIS_URL"):  # a shared Redis: no earlier run's message replays into this one
+        subprocess.run([*CELERY, "purge", "-f"], env=env, cwd=settings.BASE_DIR, check=True,
+                       capture_output=True, timeout=60)  # fmt: skip
     commands = [[*CELERY, "beat", "-s", str(directory / "beat"), "-l", "warning"]]
     commands += [
         [*CELERY, "worker", "-Q", "sync,reconcile,default", "--concurrency", str(CONCURRENCY),
