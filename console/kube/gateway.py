@@ -191,9 +191,9 @@ class Gateway:
             self.writes += method != "GET"
         try:
             response = self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
+            data = response.read()
             if response.status == 429 and method == "GET":
                 raise _throttled(response.getheader("Retry-After"))
-            data = response.read()
             with self._counting:
                 self.bytes_received += len(data or b"")
         except (urllib3.exceptions.HTTPError, OSError) as error:
