@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
 from django.test import override_settings
 
 from console.engine.cycle import SyncResult, sync_cluster
@@ -307,7 +308,14 @@ def test_it_keeps_syncing_a_healthy_cluster_on_time_while_another_hangs(
     assert sync_cluster(hung.pk).reachable and sync_cluster(cluster.pk).reachable
     hung_sim.set_fault(timeout=True, seconds=60)
     stuck: list[SyncResult] = []
-    thread = threading.Thread(target=lambda: stuck.append(sync_cluster(hung.pk)))
+
+    def sync_hung() -> None:
+        try:
+            stuck.append(sync_cluster(hung.pk))
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=sync_hung)
     thread.start()
     healthy: list[float] = []
     while thread.is_alive():
