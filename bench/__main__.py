@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["simcluster_list", "sync_cycle", "pages", "signals"]
+MODULES = ["simcluster_list", "sync_cycle", "pages", "signals", "scale_out"]
 
 
 def main(names: list[str]) -> None:

@@ -128,6 +128,10 @@ CODES: dict[str, Promise | str] = {
         "the API server answered HTTP %(status)s with malformed or truncated JSON"
     ),
     "cluster.unexpected_shape": _("the API server answered objects of an unexpected shape"),
+    "cluster.throttled": _(
+        "the API server is throttling requests (429 Too Many Requests); "
+        "retry after %(retry_after)s s"
+    ),
     "cluster.expiring": _("listing %(resource)s kept expiring (410 Gone)"),
     "cluster.status": "HTTP %(status)s %(reason)s",
     "cluster.status_detail": "HTTP %(status)s %(reason)s: %(detail)s",

@@ -83,7 +83,11 @@ class SimCluster:
     # Lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> SimCluster:
-        """Binds the port (0: any free one) and starts serving and ticking in daemon threads."""
+        """Binds the port (0: any free one) and starts serving and ticking in daemon threads.
+        After `stop()` it starts again on the same port with the same objects, as an API server
+        restarted behind its address."""
+        self._stop.clear()
+        self.faults.stopping.clear()
         httpd = SimHTTPServer((self.host, self._requested_port), self)
         self._httpd = httpd
         self.api = Api(
@@ -110,6 +114,7 @@ class SimCluster:
         self.faults.stopping.set()
         self.faults.clear()
         if self._httpd is not None:
+            self._requested_port = self.port
             self._httpd.shutdown()
             self._httpd.close_connections()
             self._httpd.server_close()

@@ -155,6 +155,14 @@ def _status_failure(status: int, reason: str, body: bytes) -> ClusterUnreachable
     return ClusterUnreachable(text, "status", detail, status=status, reason=safe_text(reason))
 
 
+def _throttled(retry_after: str | None) -> ClusterUnreachable:
+    """429 Too Many Requests (kube-apiserver's priority and fairness): the read is not retried
+    within the cycle (no sleep holds a worker); the next cycle, an interval later, retries."""
+    seconds = int(retry_after) if retry_after and retry_after.isdigit() else 1
+    text = f"the API server is throttling requests (429 Too Many Requests); retry after {seconds} s"
+    return ClusterUnreachable(text, "throttled", retry_after=seconds)
+
+
 class Gateway:
     """Talks to one cluster, from several threads at once. Counts its requests, writes and bytes
     received (the cycle's figures, tests and the bench read them)."""
@@ -184,6 +192,8 @@ class Gateway:
         try:
             response = self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
             data = response.read()
+            if response.status == 429 and method == "GET":
+                raise _throttled(response.getheader("Retry-After"))
             with self._counting:
                 self.bytes_received += len(data or b"")
         except (urllib3.exceptions.HTTPError, OSError) as error:

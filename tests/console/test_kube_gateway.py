@@ -150,7 +150,7 @@ def test_it_relists_from_scratch_when_the_continue_token_expired(
     ]
 
 
-@pytest.mark.parametrize("status", [500, 503, 429, 401, 403])
+@pytest.mark.parametrize("status", [500, 503, 401, 403])
 def test_it_turns_error_answers_into_unreachable_without_credentials(
     gateway: Gateway, script: Script, status: int
 ) -> None:
@@ -158,6 +158,17 @@ def test_it_turns_error_answers_into_unreachable_without_credentials(
     with pytest.raises(ClusterUnreachable) as error:
         gateway.list(PODS)
     assert f"HTTP {status}" in str(error.value) and TOKEN not in str(error.value)
+
+
+def test_it_reads_a_429_as_throttled_and_does_not_wait(gateway: Gateway, script: Script) -> None:
+    """No Retry-After here: 1 s is said, and the read fails at once (the next cycle retries)."""
+    script.status = 429
+    started = time.monotonic()
+    with pytest.raises(ClusterUnreachable, match="throttling requests") as error:
+        gateway.list(PODS)
+    assert time.monotonic() - started < 0.5
+    assert (error.value.code, error.value.params) == ("throttled", {"retry_after": 1})
+    assert len(script.log) == 1
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from django.utils import translation
 from django.utils.functional import Promise
 
 from console.engine.apply import unreachable_reason
-from console.kube.gateway import _status_failure, _transport_failure
+from console.kube.gateway import _status_failure, _throttled, _transport_failure
 from console.kube.observations import parse_addon, parse_node, parse_pod, parse_statefulset
 from console.models import Addon, ApiToken, Cluster, Node, Project
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
@@ -310,12 +310,26 @@ def test_it_documents_the_message_fields_in_the_openapi_document(db: None) -> No
 # --- clusters --------------------------------------------------------------------------------
 
 GATEWAY_CODES = ("truncated", "refused", "timeout", "transport", "tls", "malformed_json",
-                 "unexpected_shape", "expiring", "status")  # fmt: skip
+                 "unexpected_shape", "expiring", "status", "throttled")  # fmt: skip
 
 
 def test_it_has_a_wording_for_every_reason_the_gateway_gives() -> None:
     assert {f"cluster.{code}" for code in GATEWAY_CODES} <= set(CODES)
     assert "cluster.status_detail" in CODES
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("1", 1), ("30", 30), (None, 1), ("soon", 1)])
+def test_it_words_a_throttled_cluster_with_the_retry_after_the_api_server_asked_for(
+    header: str | None, seconds: int
+) -> None:
+    throttled = encode(unreachable_reason(_throttled(header)))
+    assert render_text(throttled) == (
+        f"the API server is throttling requests (429 Too Many Requests); retry after {seconds} s"
+    )
+    with translation.override("zh-hans"):
+        assert render_text(throttled) == (
+            f"API 服务器正在限流（429 Too Many Requests）；{seconds} 秒后重试"
+        )
 
 
 def test_it_words_why_a_cluster_is_unreachable_and_quotes_the_api_server(
