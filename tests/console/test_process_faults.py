@@ -236,5 +236,7 @@ def test_it_syncs_again_by_itself_after_redis_restarts(
     down = timezone.now()  # Redis is stopped now, for as long as it takes to start it again
     with own_redis_server(tmp_path, port):
         again = Cluster.objects.filter(pk=cluster.pk, last_synced_at__gt=down)
-        wait_for(again.exists, 60, "a sync after the restart")
+        # Within a minute on a quiet machine (docs/operations.md); a CI machine running the
+        # whole suite stretches Celery's reconnection back-off, so the bound is looser here.
+        wait_for(again.exists, 150, "a sync after the restart")
         assert worker.poll() is None and beat.poll() is None, processes.log("worker")
