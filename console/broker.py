@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from json import loads
 from queue import Empty
 from typing import Any
@@ -40,8 +41,22 @@ LOCK_TIMEOUT_SECONDS = 30
 
 
 def _configure(connection: sqlite3.Connection, _record: object) -> None:
-    """Run on every new connection: journal mode is kept by the file, synchronous is not."""
-    connection.execute("PRAGMA journal_mode=WAL")
+    """Run on every new connection: journal mode is kept by the file, synchronous is not.
+
+    Switching a file to WAL needs it to itself, and SQLite answers "database is locked" at once
+    instead of waiting for the lock timeout when another process is using it (seen when two
+    consumers and two producers start together). So the mode is read first, and set only while
+    the file is not yet in WAL, retrying until the lock timeout."""
+    deadline = time.monotonic() + LOCK_TIMEOUT_SECONDS
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     connection.execute("PRAGMA synchronous=NORMAL")
 
 
