@@ -85,6 +85,15 @@ def public_url(value: str, debug: bool) -> str:
     return value.rstrip("/")
 
 
+def pod_user(value: str) -> str:
+    """TRAINYARD_POD_USER: the user a Job's containers run as (console.kube.manifests.security).
+    A user ID (default 1000), `image` (the image's own user, which must not be root), or `any`
+    (root allowed: the pods then meet only the "baseline" Pod Security level)."""
+    if value in ("image", "any") or (value.isdigit() and int(value) > 0):
+        return value
+    raise ConfigError(f"TRAINYARD_POD_USER must be a user ID above 0, image or any, not {value!r}")
+
+
 def proxy_ssl_header(value: str) -> tuple[str, str] | None:
     """TRAINYARD_SECURE_PROXY_SSL_HEADER names the header by which the proxy says the request
     came over HTTPS (e.g. X-Forwarded-Proto); its value must then be `https`."""
@@ -325,6 +334,9 @@ TRAINYARD_SIGNAL_RATE = env_int("TRAINYARD_SIGNAL_RATE", 10, minimum=1)
 TRAINYARD_SIGNAL_MAX_BYTES = env_int("TRAINYARD_SIGNAL_MAX_BYTES", 65_536, minimum=1024)
 TRAINYARD_SIGNAL_PROGRESS_POINTS = env_int("TRAINYARD_SIGNAL_PROGRESS_POINTS", 1000, minimum=10)
 TRAINYARD_SIGNAL_KEEP_SECONDS = env_int("TRAINYARD_SIGNAL_KEEP_SECONDS", 600, minimum=1)
+# The pods' security context: the Pod Security "restricted" level unless `any` (docs/operations.md
+# "Pod Security").
+TRAINYARD_POD_USER = pod_user(env("TRAINYARD_POD_USER", "1000"))
 
 LOGGING = {
     "version": 1,

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from simcluster import errors
+from simcluster import errors, podsecurity
 from simcluster.context import Context
 from simcluster.defaults import (
     admit_pod,
@@ -103,6 +103,8 @@ class Writer:
         self._validate_create(resource, obj)
         meta["uid"] = self.ctx.uid()
         self._prepare_create(resource, obj)
+        if resource.plural == "pods":
+            self._admit_pod_security(namespace or "", obj)
         if dry_run:
             meta["creationTimestamp"] = self.ctx.stamp()
             return obj
@@ -135,6 +137,13 @@ class Writer:
                     ],
                 },
             )
+
+    def _admit_pod_security(self, namespace: str, pod: Obj) -> None:
+        """Validating admission after the defaults, as Pod Security admission runs."""
+        ns = self.ctx.store.get("namespaces", ("", namespace)) or {}
+        message = podsecurity.violation(ns.get("metadata", {}).get("labels") or {}, pod)
+        if message:
+            raise errors.forbidden(message, {"name": pod["metadata"]["name"], "kind": "pods"})
 
     def _validate_create(self, resource: ResourceType, obj: Obj) -> None:
         causes = check_metadata(resource.plural, obj)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
@@ -281,6 +282,7 @@ def target_of(job: JobRow, task: TaskRow) -> Target:
         template=task.template,
         signal_url=signal_url(job.pk),
         signal_token=signal_token(job.pk, job.run),
+        pod_user=settings.TRAINYARD_POD_USER,
     )
 
 

@@ -34,6 +34,7 @@ class Target:
     template: Mapping[str, Any] = field(default_factory=dict)
     signal_url: str = ""  # where the pods post signals; "" gives them no URL nor token
     signal_token: str = ""
+    pod_user: str = "1000"  # a user ID, "image" or "any" (security)
 
     @property
     def name(self) -> str:
@@ -101,13 +102,30 @@ def resources(template: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 
+def security(pod_user: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod's and the container's securityContext: what the Pod Security "restricted" level
+    asks (non-root, no privilege escalation, no capabilities, the runtime's seccomp profile), so
+    the pods run in namespaces that enforce it. A user ID also sets the group and the volumes'
+    group (fsGroup), so a mounted volume is writable; `image` keeps the image's user (the kubelet
+    refuses to start it if that is root); `any` sets nothing, for images that must run as root."""
+    if pod_user == "any":
+        return {}, {}
+    pod: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if pod_user != "image":
+        pod |= {"runAsUser": int(pod_user), "runAsGroup": int(pod_user), "fsGroup": int(pod_user)}
+    return pod, {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
 def pod_template(target: Target, restart_policy: str) -> dict[str, Any]:
     template = target.template
+    pod_security, container_security = security(target.pod_user)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": template["image"],
         "env": pod_env(target),
     }
+    if container_security:
+        container["securityContext"] = container_security
     if template.get("command"):
         container["command"] = list(template["command"])
     if template.get("args"):
@@ -117,6 +135,8 @@ def pod_template(target: Target, restart_policy: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"restartPolicy": restart_policy, "containers": [container]}
     if template.get("node_selector"):
         spec["nodeSelector"] = dict(template["node_selector"])
+    if pod_security:
+        spec["securityContext"] = pod_security
     return {"metadata": {"labels": labels(target)}, "spec": spec}
 
 

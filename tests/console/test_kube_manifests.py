@@ -119,3 +119,16 @@ def test_it_makes_a_batch_job_that_never_restarts_and_does_not_retry_by_default(
 def test_it_is_pure() -> None:
     assert workload(target()) == workload(target())
     assert workload(target(TaskKind.JOB))["kind"] == "Job"
+
+
+def test_the_pods_meet_pod_security_restricted_as_the_user_setting_says() -> None:
+    def contexts(pod_user: str) -> tuple[object, object]:
+        spec = statefulset(replace(target(), pod_user=pod_user))["spec"]["template"]["spec"]
+        return spec.get("securityContext"), spec["containers"][0].get("securityContext")
+
+    hardened = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    non_root = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    ids = {"runAsUser": 2000, "runAsGroup": 2000, "fsGroup": 2000}
+    assert contexts("2000") == ({**non_root, **ids}, hardened)
+    assert contexts("image") == (non_root, hardened)  # the image's user, refused if root
+    assert contexts("any") == (None, None)  # root allowed: baseline only

@@ -9,7 +9,7 @@ import sys
 import pytest
 from cryptography.fernet import Fernet
 
-from console.settings import ConfigError, database_from_url, env_bool, env_int, public_url
+from console.settings import ConfigError, database_from_url, env_bool, env_int, pod_user, public_url
 
 
 def start(**environ: str) -> subprocess.CompletedProcess[str]:
@@ -133,3 +133,15 @@ def test_the_public_url_defaults_to_the_dev_server_only_when_debugging() -> None
     assert (
         public_url("https://console.example/yard/", debug=False) == "https://console.example/yard"
     )
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "root", "1000x", ""])
+def test_the_pod_user_is_an_id_above_zero_image_or_any(value: str) -> None:
+    with pytest.raises(ConfigError, match="TRAINYARD_POD_USER"):
+        pod_user(value)
+
+
+def test_the_pod_user_accepts_an_id_image_and_any() -> None:
+    assert [pod_user(v) for v in ("1000", "65532", "image", "any")] == [
+        "1000", "65532", "image", "any",
+    ]  # fmt: skip
