@@ -16,6 +16,7 @@ from console.kube.kubeconfig import (
     validate_kubeconfig,
 )
 from console.models import Addon, ApiToken, AuditEvent, Cluster, Membership, Node, Project
+from console.projects import record_clusters
 from jobs.admin import WordedMessage
 
 
@@ -51,6 +52,11 @@ class ProjectAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         action = audit.Action.PROJECT_CHANGE if change else audit.Action.PROJECT_CREATE
         audit.record(action, request=request, target=f"project {obj.name}", detail=_changed(form))
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        if "clusters" in form.changed_data:
+            record_clusters(form.instance, request=request)
 
     def delete_model(self, request: HttpRequest, obj: Project) -> None:
         audit.record(audit.Action.PROJECT_DELETE, request=request, target=f"project {obj.name}")

@@ -3,8 +3,10 @@
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from celery import Celery
+from celery.signals import beat_init
 from kombu import Connection
 
 # Seconds a probe (/readyz, the queue lengths of /metrics) waits for the broker.
@@ -24,3 +26,11 @@ def broker_connection() -> Iterator[Connection]:
     with app.connection_for_read() as broker:
         broker.ensure_connection(max_retries=1, interval_start=0, timeout=BROKER_TIMEOUT)
         yield broker
+
+
+@beat_init.connect
+def _record_policies(**_: Any) -> None:
+    """The beat process (one per installation) records deploy-time policy changes as it starts."""
+    from console.policies import record_if_changed
+
+    record_if_changed()

@@ -6,6 +6,7 @@ caller (jobs.access.is_operator). `by` is the operator who made it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser, User
@@ -55,10 +56,14 @@ def remove_member(membership: Membership, by: Operator) -> None:
 def set_clusters(project: Project, clusters: Iterable[Cluster], by: Operator) -> None:
     """Jobs already running on a cluster taken off the list keep running there; new jobs of
     the project may be created only on the clusters listed."""
-    chosen = sorted(clusters, key=lambda cluster: cluster.name)
     with transaction.atomic():
-        project.clusters.set(chosen)
-        detail = "clusters: " + (", ".join(cluster.name for cluster in chosen) or "none")
-        audit.record(
-            audit.Action.PROJECT_CHANGE, user=by, target=f"project {project}", detail=detail
-        )
+        project.clusters.set(list(clusters))
+        record_clusters(project, user=by)
+
+
+def record_clusters(project: Project, **who: Any) -> None:
+    """Which clusters a project may use is a policy: its change is audited as one (by `user` or
+    the `request`'s user: the console's page and the admin)."""
+    names = sorted(project.clusters.values_list("name", flat=True))
+    detail = "clusters: " + (", ".join(names) or "none")
+    audit.record(audit.Action.POLICY_CHANGE, target=f"project {project}", detail=detail, **who)

@@ -16,6 +16,7 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 
 from console.models import ApiToken, AuditEvent, Cluster, Membership, Project
+from console.policies import record_if_changed
 from jobs.access import operators_group
 from jobs.models import Job
 from jobs.operations import stop_job
@@ -172,3 +173,40 @@ def test_a_users_rights_changes_are_recorded_but_not_a_login(alice: User) -> Non
         ("user alice", "is_staff: False -> True"),
         ("user alice", "user_groups: add operators"),
     ]
+
+
+def test_a_projects_clusters_changed_in_the_admin_are_a_policy_change(
+    olga: User, project: Project, cluster: Cluster
+) -> None:
+    olga.is_superuser = olga.is_staff = True
+    olga.save()
+    client = Client()
+    client.force_login(olga)
+    form = {
+        "name": project.name, "clusters": [str(cluster.pk)],
+        "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
+        "created_at_0": "2026-01-01", "created_at_1": "00:00:00",
+    }  # fmt: skip
+    project.clusters.clear()  # the fixtures' project may use the fixtures' cluster
+    response = client.post(f"/admin/console/project/{project.pk}/change/", form)
+    assert response.status_code == 302, response.content
+    event = AuditEvent.objects.get(action=Action.POLICY_CHANGE)
+    assert (event.actor_name, event.target) == ("olga", f"project {project.name}")
+    assert event.detail == f"clusters: {cluster.name}"
+
+
+def test_deploy_time_policies_are_recorded_when_they_change(db: None, settings: Any) -> None:
+    first = record_if_changed()
+    assert first is not None and first.action == Action.POLICY_CHANGE
+    assert "in force: DIAGNOSTICS=operators; POD_USER=1000;" in first.detail
+    assert "METRICS_TOKEN=unset" in first.detail
+    assert record_if_changed() is None  # the same policies: nothing new
+    settings.TRAINYARD_DIAGNOSTICS = "members"
+    settings.TRAINYARD_METRICS_TOKEN = "s3cret-scrape-token"
+    changed = record_if_changed()
+    assert changed is not None and changed.actor_name == "deploy"
+    assert changed.detail.startswith(
+        "DIAGNOSTICS: operators → members; METRICS_TOKEN: unset → set — in force: "
+    )
+    assert "s3cret" not in changed.detail
+    assert record_if_changed() is None

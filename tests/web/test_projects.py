@@ -141,7 +141,7 @@ def test_every_change_made_on_the_projects_pages_is_in_the_audit_trail(
         ("olga", "project.create", "project robotics", ""),
         ("olga", "membership.add", "charlie in project robotics", "role: viewer"),
         ("olga", "membership.change", "charlie in project robotics", "role: member"),
-        ("olga", "project.change", "project robotics", f"clusters: {cluster.name}"),
+        ("olga", "policy.change", "project robotics", f"clusters: {cluster.name}"),
         ("olga", "membership.remove", "charlie in project robotics", ""),
     ]
     assert AuditEvent.objects.filter(action="project.create").get().ip == "127.0.0.1"
