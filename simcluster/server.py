@@ -88,7 +88,10 @@ class SimCluster:
         restarted behind its address."""
         self._stop.clear()
         self.faults.stopping.clear()
-        httpd = SimHTTPServer((self.host, self._requested_port), self)
+        httpd = SimHTTPServer(
+            (self.host, self._requested_port),
+            token=self.token, faults=self.faults, api=self.handle, control=self.control.handle,
+        )  # fmt: skip
         self._httpd = httpd
         self.api = Api(
             self.cluster.ctx, self.cluster.kubelet.read_log, f"{self.host}:{self.port}",
