@@ -90,7 +90,9 @@ class SimCluster:
         self.faults.stopping.clear()
         httpd = SimHTTPServer(
             (self.host, self._requested_port),
-            token=self.token, faults=self.faults, api=self.handle, control=self.control.handle,
+            token=self.token, faults=self.faults, control=self.control.handle,
+            # Looked up per request: a test may wrap `handle` of a running cluster.
+            api=lambda request: self.handle(request),
         )  # fmt: skip
         self._httpd = httpd
         self.api = Api(

@@ -16,7 +16,7 @@
   (rows.needing_attention) or, on a relist, whose objects drifted from their plan, are loaded,
   reconciled and derived; a quiet cycle reads no Job at all.
 - Observation times are written with the change they describe: an unchanged row was confirmed by
-  every later sync, which `console.status` derives from `Cluster.last_synced_at`.
+  every later sync, which `jobs.status.freshness` derives from `Cluster.last_synced_at`.
 - Reconcile runs before the derivation, and the objects the API server answered to its creates
   and scales replace what was stored of them: the cycle that applies a stop already shows the
   Tasks Stopped (spec §Task status: desired replicas 0), not one cycle later.

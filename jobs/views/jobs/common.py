@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from console import status
 from console.models import Cluster
 from jobs.access import User, projects_for
 from jobs.models import Job, Task
+from jobs.status import freshness as status
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from django.db.models.functions import Length
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from console import status
 from console.web import HtmxHttpRequest
 from jobs.diagnostics import worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Operation
-from jobs.troubleshoot import Diagnosis
+from jobs.status import freshness as status
+from jobs.status.troubleshoot import Diagnosis
 from jobs.views.jobs.common import TaskRow
 from workers.models import PodInstance, Worker
 
