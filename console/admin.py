@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from console import audit, tokens
-from console.kube.kubeconfig import (
+from console.kubeconfig import (
     KubeconfigRejected,
     read_kubeconfig_file,
     validate_kubeconfig,

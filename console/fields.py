@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models.query_utils import DeferredAttribute
 
 from console import encryption
-from console.kube.kubeconfig import KubeconfigRejected, check_insecure_flag, read_kubeconfig_file
+from console.kubeconfig import KubeconfigRejected, check_insecure_flag, read_kubeconfig_file
 
 
 class Sealed(str):

@@ -19,7 +19,7 @@ import time
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
@@ -42,7 +42,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from console.engine.cycle import SyncResult
 from console.models import Cluster, SyncStats
 from jobs.choices import JobPhase
 from jobs.models import Job
@@ -81,7 +80,28 @@ def latency_middleware(
 # --- sync cycles, recorded by the worker ------------------------------------------------------
 
 
-def record_sync(result: SyncResult) -> None:
+class CycleFigures(Protocol):
+    """What a sync cycle reports (`console.engine.cycle.SyncResult`), as the metrics read it."""
+
+    @property
+    def cluster_id(self) -> int: ...
+    @property
+    def skipped(self) -> bool: ...
+    @property
+    def reachable(self) -> bool: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def cpu_seconds(self) -> float: ...
+    @property
+    def api_requests(self) -> int: ...
+    @property
+    def bytes_received(self) -> int: ...
+    @property
+    def rows_written(self) -> int: ...
+
+
+def record_sync(result: CycleFigures) -> None:
     """Adds one cycle to its cluster's totals (console.tasks.sync_cluster calls it)."""
     outcome = (
         SyncStats.Result.SKIPPED
@@ -90,28 +110,35 @@ def record_sync(result: SyncResult) -> None:
         if result.reachable
         else SyncStats.Result.UNREACHABLE
     )
-    _add(result.cluster_id, outcome, result.seconds, result)
+    figures = {
+        "seconds": result.seconds,
+        "cpu_seconds": result.cpu_seconds,
+        "api_requests": result.api_requests,
+        "bytes_received": result.bytes_received,
+        "rows_written": result.rows_written,
+    }
+    _add(result.cluster_id, outcome, figures)
 
 
 def record_failed_sync(cluster_id: int, seconds: float) -> None:
-    """A cycle that raised (its soft time limit included)."""
-    _add(cluster_id, SyncStats.Result.FAILED, seconds, SyncResult(cluster_id, seconds=seconds))
+    """A cycle that raised (its soft time limit included): its time, nothing else known."""
+    figures = {
+        "seconds": seconds,
+        "cpu_seconds": 0.0,
+        "api_requests": 0,
+        "bytes_received": 0,
+        "rows_written": 0,
+    }
+    _add(cluster_id, SyncStats.Result.FAILED, figures)
 
 
-def _add(cluster_id: int, outcome: str, seconds: float, result: SyncResult) -> None:
+def _add(cluster_id: int, outcome: str, figures: dict[str, float]) -> None:
     """One UPDATE; the first cycle of a bucket creates its row, and of two creating it at once
     the loser adds to the winner's. Never fails the task: metrics are not worth a lost sync."""
     key = {
         "cluster_id": cluster_id,
         "result": outcome,
-        "bucket": bisect_left(SYNC_BUCKETS, seconds),
-    }
-    figures = {
-        "seconds": seconds,
-        "cpu_seconds": result.cpu_seconds,
-        "api_requests": result.api_requests,
-        "bytes_received": result.bytes_received,
-        "rows_written": result.rows_written,
+        "bucket": bisect_left(SYNC_BUCKETS, figures["seconds"]),
     }
     added = {name: F(name) + value for name, value in figures.items()} | {"cycles": F("cycles") + 1}
     try:

@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as ModelInvalid
 
 from console import audit, metrics, ratelimit
-from console.engine.logs import LogUnavailable
 from console.models import Addon, ApiToken, Cluster, Node
 from jobs import pod_logs, signals
 from jobs.access import (
@@ -472,7 +471,7 @@ def worker_logs(
         read = pod_logs.read_tail(job, wanted)
     except pod_logs.BadLogRequest as error:
         raise HttpError(400, str(error)) from None
-    except LogUnavailable as error:
+    except pod_logs.LogUnavailable as error:
         status = 404 if error.gone else 409 if error.refused else 503
         raise HttpError(status, pod_logs.unavailable_words(error, pod)) from None
     return {

@@ -1,5 +1,5 @@
 """The known problems of many Jobs at once, for the dashboard: the troubleshooting panel's own rule
-(`jobs.troubleshoot.diagnose`) over the same facts, gathered in a fixed number of queries.
+(`jobs.status.troubleshoot.diagnose`) over the same facts, gathered in a fixed number of queries.
 
 Two halves. `may_have_a_problem` is the database's coarse filter: every Job in which `diagnose`
 can find a problem matches it (a few that match turn out fine once diagnosed). `known_problems`
@@ -10,27 +10,24 @@ then gathers the Tasks, suspect Workers and Nodes of the Jobs shown, in one quer
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, Window
 from django.db.models.functions import RowNumber
-from django.utils.translation import ngettext
 
 from console.models import Node
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.diagnostics import Diagnostics, worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Task
-from jobs.status.problems import STARTING
-from jobs.troubleshoot import (
+from jobs.status.attention import Reason, problem_reasons
+from jobs.status.problems import STARTING, TERMINATING
+from jobs.status.troubleshoot import (
     ClusterFacts,
-    FindingGroup,
     NodeFacts,
     PodFacts,
-    Problem,
     TaskFacts,
     diagnose,
 )
@@ -38,18 +35,8 @@ from workers.models import PodInstance, Worker
 
 # The job page's panel looks at this many suspect pods of a Job; so does the dashboard.
 SUSPECT_LIMIT = 200
-# The dashboard words the freshness of each Job itself; the cluster's own findings would repeat it.
-CLUSTER_PROBLEMS = frozenset({Problem.CLUSTER_UNREACHABLE, Problem.CLUSTER_STALE})
 # Reasons the console writes that are no problem by themselves (jobs.status.problems.pod_reason).
-HARMLESS_REASONS = STARTING | {"Terminating"}
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One line of "why it needs a look": words, and a fact quoted as observed (may be empty)."""
-
-    text: str
-    detail: str = ""
+HARMLESS_REASONS = STARTING | {TERMINATING}
 
 
 def patience(now: datetime) -> datetime:
@@ -139,17 +126,7 @@ def _problems(
         tasks=tasks,
         patience=settings.TRAINYARD_STALE_AFTER,
     )
-    groups = (group for check in diagnosis.layers for group in check.groups)
-    return tuple(_line(group) for group in groups if group.problem not in CLUSTER_PROBLEMS)
-
-
-def _line(group: FindingGroup) -> Reason:
-    """The panel's words: "<label>: <subjects> and N more", and its first detail."""
-    text = f"{group.problem.label}: {', '.join(group.shown)}"
-    if group.more:
-        more = ngettext("and %(more)s more", "and %(more)s more", group.more)
-        text += " " + more % {"more": group.more}
-    return Reason(text, group.details[0] if group.details else "")
+    return problem_reasons(diagnosis)
 
 
 TASK_FIELDS = (

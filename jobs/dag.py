@@ -1,10 +1,10 @@
 """The picture of a Workflow's DAG: where each child Job's box goes and how the arrows run.
 
 Pure: ids, labels, phases and edges in; boxes with coordinates and SVG path data out. Columns are
-the layers of `jobs.lifecycle.topological_order` (a Job's layer is the longest path from a root),
-so every arrow points rightwards. An arrow that skips layers passes through a reserved lane in each
-column it crosses, and every curve stays inside the gap between two columns: arrows never run
-through a box.
+the layers of `jobs.status.lifecycle.topological_order` (a Job's layer is the longest path from a
+root), so every arrow points rightwards. An arrow that skips layers passes through a reserved
+lane in each column it crosses, and every curve stays inside the gap between two columns: arrows
+never run through a box.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from jobs.lifecycle import topological_order
+from jobs.status.lifecycle import topological_order
 
 BOX_WIDTH = 196
 BOX_HEIGHT = 54
@@ -64,7 +64,7 @@ class DagLayout:
 def layers(ids: Iterable[str], edges: Iterable[tuple[str, str]]) -> dict[str, int]:
     """Each id's layer: 0 for a root, else one more than its deepest upstream.
 
-    Raises `jobs.lifecycle.CycleError` when the edges form a cycle.
+    Raises `jobs.status.lifecycle.CycleError` when the edges form a cycle.
     """
     edges = list(edges)
     upstreams: dict[str, list[str]] = {}

@@ -1,6 +1,6 @@
 """What users do to Jobs: create, stop, resume, clone, delete, and create Workflows.
 
-Requests never talk to Kubernetes: each operation checks the phase rules of `jobs.lifecycle`,
+Requests never talk to Kubernetes: each operation checks the phase rules of `jobs.status.lifecycle`,
 records the intent with a conditional UPDATE (`... WHERE phase = <seen> AND stopped = <seen>`) so
 concurrent requests, or a request and the poller, cannot race into an illegal state, writes an
 Operation row (refused attempts too), and on commit asks Celery to reconcile the Job.
@@ -26,7 +26,6 @@ from console import audit, tasks
 from console.models import Cluster, Project
 from jobs.access import projects_for
 from jobs.choices import Action, JobPhase, TaskPhase
-from jobs.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
 from jobs.messages import Message, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
 from jobs.spec import (
@@ -38,6 +37,7 @@ from jobs.spec import (
     parse_workflow_spec,
     spec_of,
 )
+from jobs.status.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
 from workers.models import Worker
 
 User = AbstractBaseUser | AnonymousUser

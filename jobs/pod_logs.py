@@ -7,6 +7,9 @@ page, its fragment, the download and the JSON API.
   diagnostics (spec §Pod and Worker: "previous logs and live Kubernetes events are checked by
   authorised operators"; jobs.diagnostics decides who they are).
 - Always a tail, read through the API server with `tailLines` and `limitBytes`, never stored.
+
+This module is the pages' and the API's one way to the engine (`console.engine.logs`, a read on
+demand, answered while the reader waits): they import it, never the engine (docs/decisions.md).
 """
 
 from __future__ import annotations

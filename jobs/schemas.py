@@ -10,9 +10,9 @@ from ninja import Field, Schema
 from console.models import Addon, Node
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase, WorkflowPhase
 from jobs.diagnostics import for_request, worker_reason
-from jobs.lifecycle import allowed_actions
 from jobs.messages import api_code, api_params, render_text
 from jobs.models import Job, Operation, Task, Workflow
+from jobs.status.lifecycle import allowed_actions
 
 DIAGNOSTICS = (
     "Restart counts, exit codes and termination reasons are diagnostics (spec §Pod and Worker "

@@ -215,7 +215,7 @@ def check_workflow_graph(
 def _check_acyclic(
     names: Mapping[str, int], edges: list[tuple[str, str]], errors: dict[str, str]
 ) -> None:
-    from jobs.lifecycle import CycleError, topological_order
+    from jobs.status.lifecycle import CycleError, topological_order
 
     known = [(up, down) for up, down in edges if up in names and up != down]
     try:

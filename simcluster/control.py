@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from simcluster import errors
 from simcluster.api import Request, Response
-from simcluster.faults import FaultError
+from simcluster.cluster import Cluster
+from simcluster.faults import FaultError, Faults
 
-if TYPE_CHECKING:
-    from simcluster.server import SimCluster
+
+class Scenarios(Protocol):
+    """What the control surface drives: `simcluster.server.SimCluster`'s scenario methods."""
+
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def faults(self) -> Faults: ...
+    def state(self) -> dict[str, Any]: ...
+    def kill_pod(self, namespace: str, name: str) -> list[str]: ...
+    def clear_faults(self) -> int: ...
+    def compact(self) -> int: ...
+    def advance(self, seconds: float) -> None: ...
+    def node_offline(self, name: str) -> None: ...
+    def node_online(self, name: str) -> None: ...
+    def cordon(self, name: str) -> None: ...
+    def uncordon(self, name: str) -> None: ...
+
 
 Obj = dict[str, Any]
 NODE_ACTIONS = ("offline", "online", "cordon", "uncordon")
@@ -22,7 +39,7 @@ def _json(status: int, payload: Any) -> Response:
 
 
 class ControlSurface:
-    def __init__(self, sim: SimCluster) -> None:
+    def __init__(self, sim: Scenarios) -> None:
         self.sim = sim
 
     def handle(self, request: Request) -> Response:

@@ -7,17 +7,19 @@ import hmac
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
 from simcluster import errors
 from simcluster.api import Request, Response
+from simcluster.faults import Faults
 
-if TYPE_CHECKING:
-    from simcluster.server import SimCluster
+# What answers a request once it is authorized: the Kubernetes API or the /_sim/ control surface.
+Answer = Callable[[Request], Response]
 
 
 GARBAGE = b"<html><body>502 Bad Gateway</body></html>"  # what a broken proxy answers
@@ -27,8 +29,10 @@ class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], sim: SimCluster) -> None:
-        self.sim = sim
+    def __init__(
+        self, address: tuple[str, int], *, token: str, faults: Faults, api: Answer, control: Answer
+    ) -> None:
+        self.token, self.faults, self.api, self.control = token, faults, api, control
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, Handler)
@@ -99,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self._authorized():
             self._send(_error(errors.unauthorized()), method)
         elif parts.path == "/_sim" or parts.path.startswith("/_sim/"):
-            self._send(self.server.sim.control.handle(request), method)
+            self._send(self.server.control(request), method)
         else:
             self._serve_api(request)
 
@@ -107,11 +111,11 @@ class Handler(BaseHTTPRequestHandler):
         header = self.headers.get("Authorization") or ""
         scheme, _, token = header.partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), self.server.sim.token.encode()
+            token.strip().encode(), self.server.token.encode()
         )
 
     def _serve_api(self, request: Request) -> None:
-        faults = self.server.sim.faults
+        faults = self.server.faults
         truncate = garbage = False
         for fault in faults.active():
             if fault.kind == "latency":
@@ -127,7 +131,7 @@ class Handler(BaseHTTPRequestHandler):
                 truncate = True
             elif fault.kind == "garbage":
                 garbage = True
-        response = self.server.sim.handle(request)
+        response = self.server.api(request)
         if response.stream is not None:
             self._send_stream(response, truncate, garbage)
             return

@@ -88,7 +88,12 @@ class SimCluster:
         restarted behind its address."""
         self._stop.clear()
         self.faults.stopping.clear()
-        httpd = SimHTTPServer((self.host, self._requested_port), self)
+        httpd = SimHTTPServer(
+            (self.host, self._requested_port),
+            token=self.token, faults=self.faults, control=self.control.handle,
+            # Looked up per request: a test may wrap `handle` of a running cluster.
+            api=lambda request: self.handle(request),
+        )  # fmt: skip
         self._httpd = httpd
         self.api = Api(
             self.cluster.ctx, self.cluster.kubelet.read_log, f"{self.host}:{self.port}",

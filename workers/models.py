@@ -53,7 +53,7 @@ class PodInstance(models.Model):
     created_at = models.DateTimeField(_("pod created at"), null=True, blank=True)
     first_seen_at = models.DateTimeField(_("first seen at"))
     # Written on change only: while `gone_at` is empty the instance is still listed, and was
-    # last seen at the cluster's last successful sync (console.status.instance_last_seen_at).
+    # last seen at the cluster's last successful sync (jobs.status.freshness.instance_last_seen_at).
     last_seen_at = models.DateTimeField(_("last seen at"))
     gone_at = models.DateTimeField(_("gone since"), null=True, blank=True)
 

@@ -16,13 +16,13 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from console import status
 from console.models import Cluster, Node
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.diagnostics import shows_diagnostics
 from jobs.models import Job, Task
+from jobs.status import freshness as status
 from workers.models import PodInstance, Worker
 
 WORKERS_PAGE = 50

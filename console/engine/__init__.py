@@ -1,5 +1,6 @@
 """The engine: what keeps the database and the clusters in step. Only tasks, commands and tests
-import it; it is the only caller of `console.kube`.
+import it, and `jobs.pod_logs` for the one read on demand (`logs`); it is the only caller of
+`console.kube` (tests/test_imports.py holds both).
 
 One cycle of one cluster (`cycle.sync_cluster`), each step a module:
 
@@ -14,5 +15,7 @@ One cycle of one cluster (`cycle.sync_cluster`), each step a module:
 - `derive`: the observed layer — the spec's status rules applied to the loaded rows;
 - `write`: the derived changes written in one transaction;
 - `cycle`: the lease, the order of the steps, the cursors, the cycle's figures;
-- `one_job`: one Job reconciled on demand, right after an operation.
+- `one_job`: one Job reconciled on demand, right after an operation; the gateway of a Cluster;
+- `stored`: observations as ObservedObject keeps them, read back without parsing again;
+- `logs`: a pod's log tail and Events, read while a reader waits, never stored.
 """

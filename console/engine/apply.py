@@ -13,10 +13,10 @@ from typing import Any
 
 from django.db import transaction
 
+from console import kubeconfig
 from console.engine.plan import Verb, Write
 from console.engine.rows import JobRow, PendingOperation, TaskRow
 from console.kube import apply as kube_apply
-from console.kube import kubeconfig
 from console.kube.gateway import (
     BATCH_JOBS,
     STATEFULSETS,

@@ -16,7 +16,7 @@
   (rows.needing_attention) or, on a relist, whose objects drifted from their plan, are loaded,
   reconciled and derived; a quiet cycle reads no Job at all.
 - Observation times are written with the change they describe: an unchanged row was confirmed by
-  every later sync, which `console.status` derives from `Cluster.last_synced_at`.
+  every later sync, which `jobs.status.freshness` derives from `Cluster.last_synced_at`.
 - Reconcile runs before the derivation, and the objects the API server answered to its creates
   and scales replace what was stored of them: the cycle that applies a stop already shows the
   Tasks Stopped (spec §Task status: desired replicas 0), not one cycle later.
@@ -38,6 +38,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from console import kubeconfig
 from console.engine import observed
 from console.engine.apply import apply_job, record, unreachable_reason
 from console.engine.derive import (
@@ -63,7 +64,7 @@ from console.engine.rows import (
 from console.engine.stored import SCHEMA
 from console.engine.streams import STREAMS
 from console.engine.write import Changes, write
-from console.kube import kubeconfig
+from console.kube import client
 from console.kube.gateway import ClusterUnreachable, Gateway, WatchExpired
 from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
 from console.models import Cluster, ObservedObject
@@ -111,7 +112,7 @@ class SyncResult:
 
 def lease_seconds() -> int:
     """A few intervals, and always more than one slow request can take."""
-    connect, read = kubeconfig.timeouts()
+    connect, read = client.timeouts()
     watching = settings.TRAINYARD_WATCH_SECONDS
     return 3 * settings.TRAINYARD_SYNC_INTERVAL + 2 * (connect + read + watching)
 

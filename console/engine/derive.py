@@ -38,9 +38,9 @@ from jobs.choices import (
     PodPhase,
     TaskKind,
 )
-from jobs.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.messages import Message, encode, waiting_for_upstream
 from jobs.models import Job, Task, Workflow
+from jobs.status.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.status.observed import TaskView, addon_view, task_view
 from jobs.status.problems import node_message, pod_reason
 from workers.models import PodInstance, Worker
@@ -115,8 +115,8 @@ def _derive_workers(
     """Writes the Workers of a Task when anything about them changed; True when it did.
 
     The present Workers' `last_reported_at` is written with the Task's `observed_at`, so a Worker
-    older than its Task was missing (console.status.worker_missing). A Worker that vanishes now
-    was last reported by the previous successful sync."""
+    older than its Task was missing (jobs.status.freshness.worker_missing). A Worker that vanishes
+    now was last reported by the previous successful sync."""
     stored = state.workers.get(task.pk, {})
     present = {name: row for name, row in stored.items() if row.present}
     facts = {pod.name: _worker_facts(pod, index, _last_phase(stored, pod)) for pod in pods}

@@ -10,9 +10,9 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
+from console import kubeconfig
 from console.engine.apply import unreachable_reason
 from console.engine.one_job import gateway_for
-from console.kube import kubeconfig
 from console.kube.gateway import ClusterUnreachable
 from console.kube.manifests import CONTAINER
 from console.models import Cluster

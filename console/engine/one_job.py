@@ -8,10 +8,11 @@ import logging
 from django.db.models import Q
 from django.utils import timezone
 
+from console import kubeconfig
 from console.engine.apply import Outcome, apply_job, record, unreachable_reason
 from console.engine.plan import JobObjects, plan
 from console.engine.rows import JobRow, job_rows, load_blocked, pending_operations
-from console.kube import JOB_LABEL, MANAGED_SELECTOR, kubeconfig
+from console.kube import JOB_LABEL, MANAGED_SELECTOR, client
 from console.kube.gateway import (
     BATCH_JOBS,
     SERVICES,
@@ -33,9 +34,15 @@ logger = logging.getLogger(__name__)
 
 
 def gateway_for(cluster: Cluster) -> Gateway:
-    """Raises KubeconfigRejected when the stored kubeconfig is unusable."""
-    client = kubeconfig.api_client(cluster.pk, cluster.kubeconfig, cluster.context)
-    return Gateway(client, kubeconfig.timeouts())
+    """Raises KubeconfigRejected when the stored kubeconfig is unusable: it is checked again at
+    every use (the stored text or the file it names may have changed since it was entered)."""
+    text, context = cluster.kubeconfig, cluster.context
+    config = kubeconfig.validate_kubeconfig(text, context, insecure=True)
+    try:
+        api = client.api_client(cluster.pk, config, context)
+    except client.ClientConfigError as error:
+        raise kubeconfig.KubeconfigRejected(str(error)) from None
+    return Gateway(api, client.timeouts())
 
 
 def observe_job(gateway: Gateway, job: JobRow) -> JobObjects:

@@ -19,9 +19,9 @@ from console.engine.observed import Touched
 from console.kube.manifests import Target
 from console.models import Addon, Cluster, Node
 from jobs.choices import JobPhase, TaskKind, TaskPhase
-from jobs.lifecycle import blocked_by
 from jobs.models import Job, Operation, Task, WorkflowEdge
 from jobs.signals import signal_token, signal_url
+from jobs.status.lifecycle import blocked_by
 from workers.models import PodInstance, Worker
 
 
@@ -72,7 +72,7 @@ class WorkerRow(NamedTuple):
     reason: str
     message: str
     restart_count: int
-    present: bool  # in the last sync that wrote its Task (console.status.worker_missing)
+    present: bool  # in the last sync that wrote its Task (jobs.status.freshness.worker_missing)
 
     def facts(self) -> tuple[Any, ...]:
         return self[3:11]
@@ -137,8 +137,9 @@ WORKER_FACTS = list(WorkerRow._fields[3:11])
 INSTANCE_FACTS = list(InstanceRow._fields[2:])
 NODE_FACTS = list(NodeRow._fields[2:])
 ADDON_FACTS = list(AddonRow._fields[3:])
-# A Worker was in the last sync that wrote its Task (console.status.worker_missing), computed by
-# the database: comparing 10,000 datetimes in Python costs more than the whole comparison.
+# A Worker was in the last sync that wrote its Task (jobs.status.freshness.worker_missing),
+# computed by the database: comparing 10,000 datetimes in Python costs more than the whole
+# comparison.
 PRESENT = Case(
     When(
         Q(task__observed_at__isnull=True) | Q(last_reported_at__gte=F("task__observed_at")),

@@ -1,10 +1,11 @@
-"""The gateway to data-plane clusters: the only package that imports `kubernetes`.
+"""The gateway to data-plane clusters: the only package that imports `kubernetes`. It imports
+nothing of the project outside itself; only the engine (`console.engine`) calls it.
 
-- `kubeconfig`: validation of a registered kubeconfig and an API client per Cluster;
+- `client`: an API client per Cluster from its parsed, already checked kubeconfig;
 - `gateway`: raw-JSON requests, paginated LISTs, create / scale / delete;
 - `observations`: frozen dataclasses parsed from LIST items (fields only, never message wording);
 - `manifests`: pure functions from a Task to the objects the console creates;
-- `problems`: what a Worker row and a Task message say about a pod, from its observation.
+- `apply`: create (409: read and compare), scale, delete.
 """
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -21,11 +21,11 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from console.models import Addon, Cluster, Node
-from console.status import is_stale, observed_at
 from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs.access import User, clusters_for, jobs_for
 from jobs.choices import JobPhase
 from jobs.spec import quantity_value
+from jobs.status.freshness import is_stale, observed_at
 
 PAGE_SIZE = 100
 CLUSTER_FIELDS = (
@@ -74,7 +74,7 @@ def _with_freshness(
     """A Node or Add-on row with when its cluster last reported on it and whether that is stale.
 
     The sync writes a row only when it changed; an unchanged row is confirmed by every later
-    successful sync of its cluster (`console.status.observed_at`).
+    successful sync of its cluster (`jobs.status.freshness.observed_at`).
     """
     reachable, synced_at = cluster
     seen = observed_at(row["observed_at"], synced_at)

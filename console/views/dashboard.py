@@ -18,25 +18,27 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from console.models import Cluster
-from console.status import Freshness, is_stale, job_freshness
 from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
 from jobs.access import User, clusters_for, jobs_for
-from jobs.attention import Reason, known_problems, may_have_a_problem
+from jobs.attention import known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
 from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.models import Job, Operation
+from jobs.status.attention import (
+    LIVE_PHASES,
+    STUCK_PENDING_AFTER,
+    JobFacts,
+    Reason,
+    attention_reasons,
+)
+from jobs.status.freshness import is_stale, job_freshness
 
-# A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
-STUCK_PENDING_AFTER = timedelta(minutes=10)
 ATTENTION_LIMIT = 50
 # The Jobs judged per request (newest first). Nearly every Job the database selects has a
 # problem (jobs.attention.may_have_a_problem is a close superset), so a margin is enough.
 CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
-LIVE_PHASES = (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.STOPPED)
 # What the attention list reads of a Job (not its spec, which can be large).
 ATTENTION_FIELDS = (
     "name",
@@ -52,66 +54,12 @@ ATTENTION_FIELDS = (
 
 
 @dataclass(frozen=True)
-class JobFacts:
-    phase: str
-    pending_since: datetime
-    freshness: Freshness
-    cluster: str
-    cluster_reachable: bool
-
-
-@dataclass(frozen=True)
 class Attention:
     pk: int
     name: str
     project: str
     phase: str
     reasons: tuple[Reason, ...]
-
-
-def attention_reasons(job: JobFacts, problems: Iterable[Reason], now: datetime) -> list[Reason]:
-    """Why a Job needs a look, most telling first (spec §Troubleshooting: the Task layer, then the
-    cluster and workload, then the Pods): a failure nobody looked at, the known problems in the
-    panel's words, else how long it has been Pending, then how old what is shown is."""
-    reasons = []
-    if job.phase == JobPhase.FAILED:
-        reasons.append(Reason(_("Failed, and no member of the project has opened it since: save "
-                                "its logs and outputs, fix the spec, then clone it.")))  # fmt: skip
-    reasons += problems
-    if (
-        not reasons
-        and job.phase == JobPhase.PENDING
-        and now - job.pending_since > STUCK_PENDING_AFTER
-    ):
-        reasons.append(Reason(_stuck_reason(now - job.pending_since)))
-    if job.phase in LIVE_PHASES:
-        reasons += [Reason(text) for text in _freshness_reasons(job, now)]
-    return reasons
-
-
-def _freshness_reasons(job: JobFacts, now: datetime) -> list[str]:
-    if not job.cluster_reachable:
-        return [
-            _("Cluster %(cluster)s is unreachable: the status shown is the last one observed.")
-            % {"cluster": job.cluster}
-        ]
-    if job.freshness.stale and job.freshness.observed_at is None:
-        return [_("No sync has observed this job yet.")]
-    if job.freshness.stale:
-        age = age_words_in_steps(job.freshness.observed_at, now)
-        return [_("Stale status: last observed %(age)s.") % {"age": age}]
-    return []
-
-
-def _stuck_reason(pending_for: timedelta) -> str:
-    minutes = int(pending_for.total_seconds() // 60)
-    return ngettext(
-        "Pending for %(count)d minute: look at its tasks' messages, node selection and the "
-        "cluster's capacity.",
-        "Pending for %(count)d minutes: look at its tasks' messages, node selection and the "
-        "cluster's capacity.",
-        minutes,
-    ) % {"count": minutes}
 
 
 def _resumes() -> QuerySet[Operation]:
@@ -141,8 +89,8 @@ def _failed_unseen() -> Q:
 
 
 def _fresh(cutoff: datetime) -> Q:
-    """The database form of `console.status.job_freshness(...).stale` being False: the Job row
-    changed since the cutoff, or its cluster synced since then, or the Job is younger than that.
+    """The database form of `jobs.status.freshness.job_freshness(...).stale` being False: the Job
+    row changed since the cutoff, or its cluster synced since then, or the Job is younger than that.
     (A sync before the Job's creation does not count there, but then the Job is younger.)"""
     return (
         Q(observed_at__gte=cutoff)

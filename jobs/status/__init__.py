@@ -1,11 +1,15 @@
-"""The spec's status rules that read what a cluster reported (pure, no database, no clock):
+"""The spec's status rules, each once, pure (values in, values out; no database, no clock):
 
-- `observed`: a Task's phase, ready count and message from its workload and pods (spec §Task
-  status, through `jobs.lifecycle.task_phase`), an add-on's phase and version (§Node and Addon
-  status), the GPUs a pod holds on its node;
-- `problems`: what a Worker row and a Task message say about a pod (§Pod and Worker status), and
-  the known problems the troubleshooting panel and the dashboard share.
-
-The rules over the console's own rows — Job and Workflow phases, transitions, what blocks a
-Workflow child — are in `jobs.lifecycle`.
+- `lifecycle`: Task, Job and Workflow phases, the transitions operations may make, the actions
+  offered per phase, what blocks a Workflow child (spec §Job status, §Task status, §Workflow);
+- `observed`: a Task's phase, ready count and message from its workload and pods (through
+  `lifecycle.task_phase`), an add-on's phase and version (§Node and Addon status), the GPUs a
+  pod holds on its node;
+- `problems`: the pod reasons Kubernetes and the console give, what a Worker row and a Task
+  message say about a pod (§Pod and Worker status);
+- `troubleshoot`: the known problems, by layer (§Troubleshooting), for the job page's panel and
+  the dashboard alike;
+- `attention`: why a Job needs a look on the dashboard (a failure nobody looked at, the known
+  problems, Pending too long, a stale or unreachable status);
+- `freshness`: how old and how trustworthy what a cluster reported is (stale, observed at).
 """

@@ -1,6 +1,6 @@
 """Statuses derived from observations, pure: Task phase + message, add-on phase, node GPUs.
 
-The phase rules themselves are `jobs.lifecycle` (spec §Task status); this module only turns
+The phase rules themselves are `jobs.status.lifecycle` (spec §Task status); this module only turns
 what the cluster reported into its inputs and composes the messages.
 """
 
@@ -21,8 +21,8 @@ from console.kube.observations import (
 )
 from console.models import Addon
 from jobs.choices import POD_TERMINAL, TaskKind, TaskPhase
-from jobs.lifecycle import WorkloadObservation, task_phase
 from jobs.messages import Message, Param, encode, kubernetes
+from jobs.status.lifecycle import WorkloadObservation, task_phase
 from jobs.status.problems import first_problem
 
 

@@ -23,6 +23,16 @@ IMAGE_PULL = frozenset(
 )
 CRASH_LOOP = "CrashLoopBackOff"
 OOM_KILLED = "OOMKilled"
+OOM_EXIT_CODE = 137
+EVICTED = "Evicted"
+UNSCHEDULABLE = "Unschedulable"
+TERMINATING = "Terminating"
+# A container that could not be created from its configuration (a Secret, a volume missing).
+CONFIG_ERRORS = frozenset(
+    {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+)
+# The console's own reasons for a pod whose node stopped reporting.
+NODE_REASONS = frozenset({NODE_LOST, NODE_NOT_READY})
 # Waiting reasons of a healthy start: not problems.
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 
@@ -66,13 +76,13 @@ def _reason(pod: PodObs, nodes: Mapping[str, NodeObs]) -> tuple[str, Message | s
     if pod.status_reason:
         return pod.status_reason, kubernetes(pod.status_message)
     if pod.unschedulable:
-        return "Unschedulable", kubernetes(pod.scheduling_message)
+        return UNSCHEDULABLE, kubernetes(pod.scheduling_message)
     if pod.waiting_reason and pod.waiting_reason not in STARTING:
         return pod.waiting_reason, kubernetes(pod.waiting_message)
     if pod.terminated_now:
         return pod.termination_reason or "Terminated", _exit(pod, "worker.")
     if pod.deleted_at is not None:
-        return "Terminating", Message("worker.terminating")
+        return TERMINATING, Message("worker.terminating")
     if pod.waiting_reason:
         return pod.waiting_reason, kubernetes(pod.waiting_message)
     return "", ""
@@ -96,7 +106,7 @@ def pod_problem(pod: PodObs, nodes: Mapping[str, NodeObs]) -> Message | None:
     if pod.status_reason:
         return _said(pod, pod.status_reason, pod.status_message)
     if pod.unschedulable:
-        return _said(pod, "Unschedulable", pod.scheduling_message)
+        return _said(pod, UNSCHEDULABLE, pod.scheduling_message)
     if pod.waiting_reason in IMAGE_PULL:
         return _said(pod, pod.waiting_reason, pod.waiting_message)
     restarts: dict[str, Param] = {"pod": pod.name, "count": pod.restart_count}

@@ -21,8 +21,8 @@ from jobs.access import get_workflow_for_user, workflows_for
 from jobs.choices import JOB_TERMINAL, WORKFLOW_TERMINAL, JobPhase, TaskKind
 from jobs.dag import DagLayout, DagNode, layout
 from jobs.diagnostics import shows_diagnostics
-from jobs.lifecycle import CycleError, blocked_by
 from jobs.models import Task, Workflow
+from jobs.status.lifecycle import CycleError, blocked_by
 
 PAGE_SIZE = 50
 WORKFLOW_FIELDS = ("pk", "name", "project__name", "phase", "message", "created_at")

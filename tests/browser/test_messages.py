@@ -14,10 +14,10 @@ from playwright.sync_api import Page, expect
 from console.kube.observations import parse_pod, parse_statefulset
 from console.models import Membership
 from jobs.choices import PodPhase, TaskKind
-from jobs.lifecycle import TaskState, job_message
 from jobs.models import Job, Task
 from jobs.operations import create_job
 from jobs.spec import parse_job_spec
+from jobs.status.lifecycle import TaskState, job_message
 from jobs.status.observed import task_view
 from jobs.status.problems import pod_reason
 from tests.browser.conftest import log_in

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
 
-from console.kube.kubeconfig import KubeconfigRejected, validate_kubeconfig
+from console.kubeconfig import KubeconfigRejected, validate_kubeconfig
 from console.models import Cluster
 from tests.conftest import KUBECONFIG, open_to_every_project
 

@@ -14,9 +14,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from django.test import override_settings
 
-from console.kube import kubeconfig
+from console.kube import client
 from console.kube.apply import create, delete
 from console.kube.gateway import PODS, STATEFULSETS, ApplyError, ClusterUnreachable, Gateway
+from console.kubeconfig import validate_kubeconfig
 from tests.engine import k8s_json as k8s
 
 TOKEN = "very-secret-token"
@@ -124,7 +125,9 @@ contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
 current-context: c
 """
     with override_settings(TRAINYARD_KUBE_READ_TIMEOUT=1):
-        yield Gateway(kubeconfig.api_client(server.server_port, text, ""), kubeconfig.timeouts())
+        yield Gateway(
+            client.api_client(server.server_port, validate_kubeconfig(text), ""), client.timeouts()
+        )
     server.shutdown()
     server.server_close()
 
@@ -202,7 +205,7 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 """
-    gateway = Gateway(kubeconfig.api_client(-1, text, ""), (1, 1))
+    gateway = Gateway(client.api_client(-1, validate_kubeconfig(text), ""), (1, 1))
     with pytest.raises(ClusterUnreachable, match="cannot connect"):
         gateway.list(PODS)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.kube.kubeconfig import KubeconfigRejected, server_of, validate_kubeconfig
+from console.kubeconfig import KubeconfigRejected, server_of, validate_kubeconfig
 
 SECRET = "sekr3t-token-value"
 

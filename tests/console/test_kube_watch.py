@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from console.kube import kubeconfig
+from console.kube import client
 from console.kube.gateway import PODS, ClusterUnreachable, Gateway, WatchExpired
+from console.kubeconfig import validate_kubeconfig
 from simcluster.server import SimCluster
 from tests.simcluster.conftest import pod_manifest
 
@@ -24,7 +25,7 @@ def sim() -> Iterator[SimCluster]:
 @pytest.fixture
 def gateway(sim: SimCluster, tmp_path: Path) -> Gateway:
     text = sim.write_kubeconfig(tmp_path / "kubeconfig").read_text()
-    return Gateway(kubeconfig.api_client(sim.port, text, ""), kubeconfig.timeouts())
+    return Gateway(client.api_client(sim.port, validate_kubeconfig(text), ""), client.timeouts())
 
 
 def test_it_continues_a_list_with_the_changes_after_it(gateway: Gateway) -> None:

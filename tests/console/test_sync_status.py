@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from django.test import override_settings
 
-from console.status import (
+from jobs.status.freshness import (
     freshness,
     instance_last_seen_at,
     is_stale,

@@ -20,7 +20,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import translation
 
-from console.kube.kubeconfig import KubeconfigRejected, validate_kubeconfig
+from console.kubeconfig import KubeconfigRejected, validate_kubeconfig
 from console.models import ApiToken, Cluster
 from jobs.models import Job
 from jobs.operations import create_job

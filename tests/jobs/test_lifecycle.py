@@ -16,7 +16,8 @@ from jobs.choices import (
     TaskPhase,
     WorkflowPhase,
 )
-from jobs.lifecycle import (
+from jobs.messages import Message, encode, render_text
+from jobs.status.lifecycle import (
     CycleError,
     TaskState,
     TransitionRefused,
@@ -31,7 +32,6 @@ from jobs.lifecycle import (
     topological_order,
     workflow_phase,
 )
-from jobs.messages import Message, encode, render_text
 
 P, R, S, F, X = (
     TaskPhase.PENDING,

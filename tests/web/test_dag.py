@@ -18,7 +18,7 @@ from jobs.dag import (
     layers,
     layout,
 )
-from jobs.lifecycle import CycleError
+from jobs.status.lifecycle import CycleError
 
 
 def nodes(*ids: str) -> list[DagNode]:

@@ -20,7 +20,7 @@ from console.web import age_words_in_steps as age_words
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.messages import encode, kubernetes
 from jobs.models import Job, Operation, Task
-from jobs.troubleshoot import Problem
+from jobs.status.troubleshoot import Problem
 from workers.models import PodInstance, Worker
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -446,7 +446,7 @@ def test_it_stops_polling_a_terminal_job(client: Client, job: Job, alice: User) 
 
 
 def test_it_offers_the_actions_the_phase_allows(client: Client, job: Job, alice: User) -> None:
-    """Spec §Job status via jobs.lifecycle.allowed_actions."""
+    """Spec §Job status via jobs.status.lifecycle.allowed_actions."""
     expected = {
         JobPhase.RUNNING: {"stop", "clone", "delete"},
         JobPhase.STOPPED: {"resume", "clone", "delete"},

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobs.troubleshoot import (
+from jobs.status.troubleshoot import (
     ClusterFacts,
     Layer,
     NodeFacts,

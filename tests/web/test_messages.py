@@ -19,11 +19,11 @@ from console.kube.gateway import _status_failure, _throttled, _transport_failure
 from console.kube.observations import parse_addon, parse_node, parse_pod, parse_statefulset
 from console.models import Addon, ApiToken, Cluster, Node, Project
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
-from jobs.lifecycle import TaskState, job_message
 from jobs.messages import CODES, Kube, Message, decode, encode, render_html, render_text
 from jobs.models import Job, Operation, Task, Workflow
 from jobs.operations import OperationRefused, create_job, stop_job
 from jobs.spec import parse_job_spec
+from jobs.status.lifecycle import TaskState, job_message
 from jobs.status.observed import addon_view, task_view
 from jobs.status.problems import node_message, pod_reason
 from tests.engine import k8s_json as k8s

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 
 from console import audit
-from console.kube.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
+from console.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
 from console.models import Cluster
 
 

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandParser
 
 from console import demo
-from console.kube.kubeconfig import validate_kubeconfig
+from console.kubeconfig import validate_kubeconfig
 from console.models import Cluster, Project
 from simcluster.server import SimCluster
 

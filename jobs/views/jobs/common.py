@@ -1,14 +1,15 @@
-"""What the Jobs pages share: how far to trust a cluster's data, and who may operate a Job."""
+"""What the Jobs pages share: how far to trust a cluster's data, who may operate a Job, and the
+job page's Task rows (the page and its text record both read them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from console import status
 from console.models import Cluster
 from jobs.access import User, projects_for
-from jobs.models import Job
+from jobs.models import Job, Task
+from jobs.status import freshness as status
 
 
 @dataclass(frozen=True)
@@ -34,3 +35,14 @@ def cluster_state(cluster: Cluster, now: datetime) -> ClusterState:
 def can_operate(user: User, job: Job) -> bool:
     """Members operate on their project's Jobs; viewers only look (jobs.access decides)."""
     return projects_for(user, write=True).filter(pk=job.project_id).exists()
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """A Task with its Worker counts and when the cluster last reported on it. `worker_count`
+    counts the pods in the last report only; `unreported_count` the rows missing from it."""
+
+    task: Task
+    observed_at: datetime | None
+    worker_count: int
+    unreported_count: int

@@ -14,7 +14,6 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from console import status
 from console.models import Cluster, Node
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_job_for_user, jobs_for
@@ -22,13 +21,14 @@ from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.diagnostics import shows_diagnostics
 from jobs.forms import DeleteForm
-from jobs.lifecycle import allowed_actions
 from jobs.messages import render_text
-from jobs.models import Job, Operation, Task
+from jobs.models import Job, Operation
 from jobs.operations import note_failure_seen
 from jobs.pod_logs import reads_logs
-from jobs.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
-from jobs.views.jobs.common import ClusterState, can_operate, cluster_state
+from jobs.status import freshness as status
+from jobs.status.lifecycle import allowed_actions
+from jobs.status.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
+from jobs.views.jobs.common import ClusterState, TaskRow, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
 from workers.models import Worker
 
@@ -37,17 +37,6 @@ HISTORY_LIMIT = 20
 # many (the panel names the first few of each kind; the Worker rows show them all).
 SUSPECT_LIMIT = 200
 NodeRow = tuple[str, str, bool]  # name, phase, unschedulable
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    """A Task with its Worker counts and when the cluster last reported on it. `worker_count`
-    counts the pods in the last report only; `unreported_count` the rows missing from it."""
-
-    task: Task
-    observed_at: datetime | None
-    worker_count: int
-    unreported_count: int
 
 
 @login_required

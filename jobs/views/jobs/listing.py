@@ -15,12 +15,12 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from console import status
 from console.web import POLL_SECONDS, HtmxHttpRequest, duration_words, not_modified, poll_version
 from jobs.access import clusters_for, jobs_for, projects_for
 from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.forms import JobFilterForm
 from jobs.models import Job
+from jobs.status import freshness as status
 from jobs.views.jobs.common import cluster_state
 
 PAGE_SIZE = 50

@@ -13,7 +13,6 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from console.engine.logs import CONTAINERS, LogUnavailable
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs import pod_logs
 from jobs.access import get_job_for_user
@@ -48,7 +47,7 @@ def job_logs_download(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return _plain(f"{error}\n", status=400)
     try:
         text = pod_logs.read_tail(job, wanted).text
-    except LogUnavailable as error:
+    except pod_logs.LogUnavailable as error:
         return _plain(pod_logs.unavailable_words(error, wanted.pod) + "\n", status=502)
     response = _plain(text)
     name = f"{wanted.pod}-{wanted.container}{'-previous' if wanted.previous else ''}.log"
@@ -78,7 +77,7 @@ def _context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     follow = request.GET.get("follow", "1") == "1" and job.phase not in JOB_TERMINAL
     query = request.GET.get("q", "")
     context: dict[str, Any] = {
-        "job": job, "pods": pods, "pod": pod, "containers": CONTAINERS, "query": query,
+        "job": job, "pods": pods, "pod": pod, "containers": pod_logs.CONTAINERS, "query": query,
         "follow": follow and not previous, "poll_seconds": POLL_SECONDS, "previous": previous,
         "tail_default": pod_logs.TAIL_DEFAULT, "tail_max": pod_logs.TAIL_MAX,
         "diagnostics": shows_diagnostics(request.user, job), "wanted": None, "error": "",
@@ -102,7 +101,7 @@ def _read(request: HtmxHttpRequest, job: Job, pod: str) -> dict[str, Any]:
         return {"error": str(error)}
     try:
         tail = pod_logs.read_tail(job, wanted)
-    except LogUnavailable as error:
+    except pod_logs.LogUnavailable as error:
         return {"wanted": wanted, "error": pod_logs.unavailable_words(error, pod)}
     rows = pod_logs.marked(tail.lines, request.GET.get("q", ""))
     shown = [line for line, match in rows if match]
@@ -112,7 +111,7 @@ def _read(request: HtmxHttpRequest, job: Job, pod: str) -> dict[str, Any]:
 def _events(job: Job, pod: str) -> tuple[list[Any], str]:
     try:
         return pod_logs.read_events(job, pod), ""
-    except LogUnavailable as error:
+    except pod_logs.LogUnavailable as error:
         return [], pod_logs.unavailable_words(error, pod)
 
 

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models.functions import Length
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from console import status
 from console.web import HtmxHttpRequest
 from jobs.diagnostics import worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Operation
-from jobs.troubleshoot import Diagnosis
+from jobs.status import freshness as status
+from jobs.status.troubleshoot import Diagnosis
+from jobs.views.jobs.common import TaskRow
 from workers.models import PodInstance, Worker
-
-if TYPE_CHECKING:
-    from jobs.views.jobs.detail import TaskRow
 
 # A record stays pasteable: the Job's first pods, then a count (the Worker rows list them all).
 RECORD_PODS = 200

@@ -1,4 +1,5 @@
-"""Registered kubeconfigs: what is refused, and an API client per Cluster.
+"""Registered kubeconfigs: what the console accepts as a Cluster's credentials (pure: text in,
+parsed values or a refusal out; no cluster is contacted here).
 
 A kubeconfig can run code (`exec`, `auth-provider`) or make the console read files on its own
 host (`tokenFile`, `certificate-authority`, `client-certificate`, `client-key`, any `*-file`).
@@ -10,20 +11,17 @@ A cluster entry that skips TLS verification (`insecure-skip-tls-verify: true`) i
 the Cluster is flagged insecure by an operator, and one with a `proxy-url` is always refused: the
 API server's identity, or the path to it, would be someone else's to decide. A kubeconfig may
 also be a reference, a file read at every use (`read_kubeconfig_file`, e.g. a mounted Secret).
+
+The admin, the Cluster field and the commands check entries here; the engine checks the stored
+text here again before every use and hands the parsed result to the gateway
+(`console.kube.client`), which never reads YAML itself (docs/decisions.md).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
-
-from django.conf import settings
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.config import new_client_from_config_dict
-from urllib3.util.retry import Retry
 
 from console.yaml_input import YamlRefused, load_yaml
 
@@ -158,53 +156,3 @@ def server_of(text: str, context: str = "") -> str:
     server = urlparse(str(_named(config, "clusters", ctx.get("cluster")).get("server")))
     port = f":{server.port}" if server.port else ""
     return f"{server.scheme}://{server.hostname}{port}"
-
-
-# One client per (cluster, kubeconfig, context): its connection pool is reused between syncs.
-_clients: dict[tuple[int, str], ApiClient] = {}
-_clients_lock = threading.Lock()
-
-
-def fingerprint(text: str, context: str) -> str:
-    return hashlib.sha256(f"{context}\0{text}".encode()).hexdigest()
-
-
-def _new_client(text: str, context: str) -> ApiClient:
-    # The insecure flag belongs to the Cluster, which checks it where its text is read
-    # (`Cluster.kubeconfig`); everything else is checked again here.
-    config = validate_kubeconfig(text, context, insecure=True)
-    configuration = Configuration()
-    # One quick retry of a refused connection; never re-send a read that timed out (a sync
-    # must fail within its timeouts) and never retry on a status (the sync decides).
-    configuration.retries = Retry(
-        total=1, connect=1, read=0, status=0, redirect=0, other=0,
-        respect_retry_after_header=False,
-    )  # fmt: skip
-    try:
-        return new_client_from_config_dict(
-            config_dict=config,
-            context=context or None,
-            persist_config=False,
-            client_configuration=configuration,
-        )
-    except Exception as error:  # the loader's messages may quote the file: name the type only
-        raise KubeconfigRejected(
-            f"The kubeconfig cannot be loaded ({type(error).__name__})."
-        ) from None
-
-
-def api_client(cluster_id: int, text: str, context: str) -> ApiClient:
-    """The API client of a Cluster (cached while its kubeconfig and context are unchanged)."""
-    key = (cluster_id, fingerprint(text, context))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            for stale in [k for k in _clients if k[0] == cluster_id]:
-                _clients.pop(stale).close()
-            client = _clients[key] = _new_client(text, context)
-        return client
-
-
-def timeouts() -> tuple[int, int]:
-    """(connect, read) seconds for every call to a cluster."""
-    return settings.TRAINYARD_KUBE_CONNECT_TIMEOUT, settings.TRAINYARD_KUBE_READ_TIMEOUT

@@ -19,16 +19,19 @@ from django.utils.functional import Promise as StrPromise
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from jobs.choices import PodPhase, TaskPhase
+from jobs.status.problems import (
+    CONFIG_ERRORS,
+    CRASH_LOOP,
+    EVICTED,
+    IMAGE_PULL,
+    NODE_REASONS,
+    OOM_EXIT_CODE,
+    OOM_KILLED,
+    UNSCHEDULABLE,
+)
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-IMAGE_REASONS = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
-)
-CONFIG_REASONS = frozenset(
-    {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
-)
-# The console's own reasons for a pod whose node stopped reporting (jobs.status.problems).
-NODE_REASONS = frozenset({"NodeNotReady", "NodeLost/Unknown"})
-OOM_EXIT_CODE = 137
 
 
 class Layer(IntEnum):
@@ -313,13 +316,16 @@ def _task_findings(task: TaskFacts) -> list[Finding]:
     found = []
     if task.apply_error:
         found.append(Finding(Layer.TASKS, Problem.APPLY_ERROR, task.role, task.apply_error))
-    if task.phase == "Failed":
+    if task.phase == TaskPhase.FAILED:
         found.append(Finding(Layer.TASKS, Problem.TASK_FAILED, task.role, task.message))
     return found
 
 
 def _wants_more(task: TaskFacts) -> bool:
-    return task.phase not in ("Succeeded", "Failed") and task.ready_replicas < task.desired_replicas
+    return (
+        task.phase not in (TaskPhase.SUCCEEDED, TaskPhase.FAILED)
+        and task.ready_replicas < task.desired_replicas
+    )
 
 
 def _placement_findings(
@@ -397,25 +403,25 @@ def _pod_problem(pod: PodFacts) -> Problem | None:
     reasons = {pod.reason, pod.termination_reason}
     if pod.reason in NODE_REASONS:
         return None
-    if reasons & IMAGE_REASONS:
+    if reasons & IMAGE_PULL:
         return Problem.IMAGE_PULL
-    if "OOMKilled" in reasons or pod.last_exit_code == OOM_EXIT_CODE:
+    if OOM_KILLED in reasons or pod.last_exit_code == OOM_EXIT_CODE:
         return Problem.OUT_OF_MEMORY
-    if "Evicted" in reasons:
+    if EVICTED in reasons:
         return Problem.EVICTED
-    if reasons & CONFIG_REASONS:
+    if reasons & CONFIG_ERRORS:
         return Problem.CONFIG_ERROR
-    if "Unschedulable" in reasons:
+    if UNSCHEDULABLE in reasons:
         return Problem.UNSCHEDULABLE
-    if pod.reason == "CrashLoopBackOff":
+    if pod.reason == CRASH_LOOP:
         return Problem.CRASH_LOOP
-    if pod.phase == "Failed":
+    if pod.phase == PodPhase.FAILED:
         return Problem.POD_FAILED
     if pod.last_exit_code not in (None, 0) and not pod.ready:
         return Problem.CONTAINER_EXITED
     if pod.restart_count and pod.last_exit_code not in (None, 0):
         return Problem.RESTARTED  # spec §Do not wait for a StatefulSet Job ...: "still Running"
-    if pod.phase == "Running" and not pod.ready:
+    if pod.phase == PodPhase.RUNNING and not pod.ready:
         return Problem.NOT_READY
     return None
 

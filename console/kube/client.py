@@ -1,0 +1,68 @@
+"""An API client per Cluster, from its parsed kubeconfig, and the timeouts of every call.
+
+The kubeconfig arrives parsed and already checked by its caller (`console.kubeconfig`, the
+console's rule of what a kubeconfig may contain, applied before every use): this package never
+reads YAML and never judges a credential, it only builds the client from what it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+from django.conf import settings
+from kubernetes.client import ApiClient, Configuration
+from kubernetes.config import new_client_from_config_dict
+from urllib3.util.retry import Retry
+
+
+class ClientConfigError(ValueError):
+    """The client library refused the kubeconfig; the message names the error's type only."""
+
+
+# One client per (cluster, kubeconfig, context): its connection pool is reused between syncs.
+_clients: dict[tuple[int, str], ApiClient] = {}
+_clients_lock = threading.Lock()
+
+
+def fingerprint(config: dict[str, Any], context: str) -> str:
+    return hashlib.sha256(repr((context, config)).encode()).hexdigest()
+
+
+def _new_client(config: dict[str, Any], context: str) -> ApiClient:
+    configuration = Configuration()
+    # One quick retry of a refused connection; never re-send a read that timed out (a sync
+    # must fail within its timeouts) and never retry on a status (the sync decides).
+    configuration.retries = Retry(
+        total=1, connect=1, read=0, status=0, redirect=0, other=0,
+        respect_retry_after_header=False,
+    )  # fmt: skip
+    try:
+        return new_client_from_config_dict(
+            config_dict=config,
+            context=context or None,
+            persist_config=False,
+            client_configuration=configuration,
+        )
+    except Exception as error:  # the loader's messages may quote the file: name the type only
+        raise ClientConfigError(
+            f"The kubeconfig cannot be loaded ({type(error).__name__})."
+        ) from None
+
+
+def api_client(cluster_id: int, config: dict[str, Any], context: str) -> ApiClient:
+    """The API client of a Cluster (cached while its kubeconfig and context are unchanged)."""
+    key = (cluster_id, fingerprint(config, context))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            for stale in [k for k in _clients if k[0] == cluster_id]:
+                _clients.pop(stale).close()
+            client = _clients[key] = _new_client(config, context)
+        return client
+
+
+def timeouts() -> tuple[int, int]:
+    """(connect, read) seconds for every call to a cluster."""
+    return settings.TRAINYARD_KUBE_CONNECT_TIMEOUT, settings.TRAINYARD_KUBE_READ_TIMEOUT
