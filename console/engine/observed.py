@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connections, router
 from django.db.models import Q
 
 from console.engine.observe import Change, Stored
@@ -31,6 +32,10 @@ from console.kube.observations import (
 from console.models import ObservedObject
 
 BATCH = 500
+# The columns of an ObservedObject: its key (the one_observation_per_uid constraint), then
+# what is stored of it.
+KEY = ("cluster_id", "stream", "uid")
+STORED = ("resource_version", "job_id", "node_name", "gpus", "data")
 
 
 @dataclass(frozen=True)
@@ -173,28 +178,37 @@ def save(cluster_id: int, changes: Sequence[Change]) -> int:
     """Stores the changes (the last one of an object wins); returns the rows written. Applying
     the same changes twice leaves the same rows."""
     final = {(change.stream, change.uid): change for change in changes}
-    by_stream: dict[str, list[str]] = defaultdict(list)
-    for stream, uid in final:
-        by_stream[stream].append(uid)
-    for stream, uids in by_stream.items():
+    gone: dict[str, list[str]] = defaultdict(list)
+    for change in final.values():
+        if change.data is None:
+            gone[change.stream].append(change.uid)
+    for stream, uids in gone.items():
         for start in range(0, len(uids), BATCH):
             chunk = uids[start : start + BATCH]
             ObservedObject.objects.filter(
                 cluster_id=cluster_id, stream=stream, uid__in=chunk
             ).delete()
-    rows = [
-        ObservedObject(
-            cluster_id=cluster_id,
-            stream=c.stream,
-            uid=c.uid,
-            resource_version=c.version,
-            job_id=c.job_id,
-            node_name=c.node_name,
-            gpus=c.gpus,
-            data=c.data,
-        )
-        for c in final.values()
-        if c.data is not None
-    ]
-    ObservedObject.objects.bulk_create(rows, batch_size=BATCH)
+    _upsert(cluster_id, [change for change in final.values() if change.data is not None])
     return len(final)
+
+
+def _upsert(cluster_id: int, changes: Sequence[Change]) -> None:
+    """Inserts each object or replaces what is stored of it: one prepared statement sent with
+    executemany (building a model instance per object costs more than the whole write)."""
+    if not changes:
+        return
+    connection = connections[router.db_for_write(ObservedObject)]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(name) for name in (*KEY, *STORED))
+    replaced = ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in STORED)
+    sql = (
+        f"INSERT INTO {quote(ObservedObject._meta.db_table)} ({columns}) "
+        f"VALUES ({', '.join(['%s'] * (len(KEY) + len(STORED)))}) "
+        f"ON CONFLICT ({', '.join(quote(name) for name in KEY)}) DO UPDATE SET {replaced}"
+    )
+    rows = [
+        (cluster_id, c.stream, c.uid, c.version, c.job_id, c.node_name, c.gpus, c.data)
+        for c in changes
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
