@@ -2,6 +2,9 @@
 
 The database is a throwaway SQLite file under var/bench/ unless DATABASE_URL is set (then the
 benchmarks run on that database, which they flush between runs: never point it at production).
+`make bench` sets DATABASE_URL and REDIS_URL (PostgreSQL and Redis, as deployed); the load
+benchmark needs both. `python -m bench load faults` runs only the modules named (and writes only
+their sections).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["simcluster_list", "sync_cycle", "pages", "signals", "scale_out"]
+MODULES = ["simcluster_list", "sync_cycle", "pages", "signals", "scale_out", "faults", "load"]
 
 
 def main(names: list[str]) -> None:
