@@ -11,9 +11,10 @@ prepared from the JSON file named by TRAINYARD_LOAD_PLAN.
 - PodUser: one pod of a running Job posting a signal every 10 s with its Job's signal token:
   heartbeats, and a progress report every third time.
 
-Every answer other than 200, 202 or 204, and any htmx redirect (a session that ended), is a
-failure. The answers' status codes per request kind are written to TRAINYARD_LOAD_CODES at the
-end.
+Each user starts at a random moment within its period, so that requests are spread over time
+as those of people and pods that started independently are. Every answer other than 200, 202
+or 204, and any htmx redirect (a session that ended), is a failure. The answers' status codes
+per request kind are written to TRAINYARD_LOAD_CODES at the end.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ import html
 import itertools
 import json
 import os
+import random
 import re
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from gevent import sleep
 from locust import FastHttpUser, constant_pacing, events, task
 
 PLAN = json.loads(Path(os.environ["TRAINYARD_LOAD_PLAN"]).read_text())
@@ -45,6 +48,13 @@ def _poll_url(pattern: re.Pattern[str], text: str) -> str | None:
     return html.unescape(found.group(1)) if found else None
 
 
+def _start_at_random_within(seconds: float) -> None:
+    """People opened their pages, and pods started, at unrelated moments: their requests are
+    spread over the period, not sent all at once every period as users spawned together
+    would send them."""
+    sleep(random.uniform(0, seconds))
+
+
 def _counted(kind: str, response: Any, ok: tuple[int, ...]) -> None:
     """A failure unless the status is one of `ok` and no htmx redirect was asked for."""
     CODES[f"{kind} {response.status_code}"] += 1
@@ -59,6 +69,7 @@ class PageUser(FastHttpUser):
 
     def on_start(self) -> None:
         page = next(self.pages)
+        _start_at_random_within(PLAN["poll_seconds"])
         self.cookie = {"Cookie": f"{PLAN['session_cookie']}={page['session']}"}
         self.page_url, self.workers_url = page["page"], page["workers"]
         self.polls = 0
@@ -101,6 +112,7 @@ class OperatorUser(FastHttpUser):
 
     def on_start(self) -> None:
         operator = next(self.operators)
+        _start_at_random_within(1)
         self.headers = {"Authorization": f"Bearer {operator['token']}"}
         jobs = operator["jobs"]  # [id, the operation its state allows first]
         self.steps = itertools.cycle(
@@ -124,6 +136,7 @@ class PodUser(FastHttpUser):
 
     def on_start(self) -> None:
         pod = next(self.pods)
+        _start_at_random_within(PLAN["signal_seconds"])
         self.url = f"/api/v1/jobs/{pod['job']}/signals"
         self.headers = {"Authorization": f"Bearer {pod['token']}"}
         self.pod, self.uid = pod["pod"], pod["uid"]
