@@ -451,9 +451,10 @@ def why(full: Figures) -> str:
         f"{needed:.2f} cores for gunicorn alone, beside {others:.2f} cores that locust, "
         "PostgreSQL, Celery, the simulated cluster and the rest used here, on a machine of "
         f"{os.cpu_count()} cores; an answer that waits for a CPU waits in gunicorn's queue, which "
-        "is the latency above. The per-request cost is the console's page and API work "
-        "(`bench/pages.py`, `bench/signals.py`: about 10 ms for a poll, most of it the SQL "
-        "queries that decide whether anything changed, and about 4 ms for a signal)."
+        "is the latency above. The per-request cost is the console's own page and API work: "
+        '"Jobs pages" above has a poll\'s time and queries (an unchanged poll still runs the '
+        'queries that decide whether anything changed, then answers 204), "Signal intake" '
+        "a signal's."
     )
 
 
