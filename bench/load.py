@@ -71,6 +71,7 @@ INTERVAL = 10  # production's TRAINYARD_SYNC_INTERVAL
 P95_TARGET_MS, P99_TARGET_MS = 300, 1000
 STACK = Stack(interval=INTERVAL, workers=1, concurrency=2, web=("-c", "deploy/gunicorn.conf.py"))
 LOCUST = Path(os.environ.get("TRAINYARD_LOCUST", settings.BASE_DIR / "var/bench/venv/bin/locust"))
+ACCESS_FORMAT = "%(r)s %(s)s %(L)s"  # request line, status, seconds in the worker
 GROUPS = ("gunicorn", "celery", "simcluster", "postgres", "redis")
 
 
@@ -110,6 +111,7 @@ class Kind:
     p99: float
     worst: float
     per_second: float
+    served: list[float] = field(default_factory=list)  # gunicorn's own time per request
 
 
 @dataclass
@@ -303,6 +305,45 @@ def read_stats(path: Path) -> list[Kind]:
         ]  # fmt: skip
 
 
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def kind_of(method: str, path: str) -> str:
+    """The locustfile's name for a request, from gunicorn's access log."""
+    if path.endswith("/signals"):
+        return "signal"
+    if path.startswith("/api/"):
+        return f"operation ({path.rstrip('/').rsplit('/', 1)[-1]})"
+    if "part=status" in path:
+        return "status poll"
+    if "/workers/" in path:
+        return "worker rows poll" if "v=" in path else "worker rows"
+    return "job page" if path.startswith("/jobs/") else ""
+
+
+def served(kinds: list[Kind], log: Path, offset: int) -> list[Kind]:
+    """Each kind with gunicorn's own times (ms, from parsing to the last byte written) for the
+    requests logged after `offset` (spawning included): what the console took, apart from any
+    wait before a worker took the request."""
+    times: dict[str, list[float]] = defaultdict(list)
+    with log.open() as lines:
+        lines.seek(offset)
+        for line in lines:
+            parts = line.strip().strip("'").split()
+            name = kind_of(parts[0], parts[1]) if len(parts) >= 3 else ""
+            if name:
+                times[name].append(float(parts[-1]) * 1000)
+                times["Aggregated"].append(float(parts[-1]) * 1000)
+    for kind in kinds:
+        kind.served = sorted(times.get(kind.name, []))
+    return kinds
+
+
+def _percentile(ordered: list[float], share: float) -> str:
+    return f"{ordered[min(len(ordered) - 1, int(share * len(ordered)))]:.0f} ms" if ordered else ""
+
+
 def _wait_for_a_sync(cluster: Cluster, timeout: float = 60) -> None:
     """The stack's own beat and worker have synced the cluster once (a new last_synced_at)."""
     before = Cluster.objects.get(pk=cluster.pk).last_synced_at
@@ -325,7 +366,9 @@ def measure() -> list[Figures]:
         stack_env = production(directory)
         _collectstatic(_environment(directory, INTERVAL) | stack_env)
         port = _free_port()
-        deployed = Stack(STACK.interval, STACK.workers, STACK.concurrency, STACK.web, stack_env)
+        web = (*STACK.web, "--access-logfile", str(directory / "access.log"),
+               "--access-logformat", ACCESS_FORMAT)  # fmt: skip
+        deployed = Stack(STACK.interval, STACK.workers, STACK.concurrency, web, stack_env)
         stack.enter_context(processes(directory, port, deployed))
         _wait_for_web(port)
         _wait_for_a_sync(cluster)
@@ -349,6 +392,7 @@ def _observe(
     for thread in threads:
         thread.start()
     before, busy_before = cpu_seconds(), busy_seconds()
+    logged = _size(directory / "access.log")
     locust_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         seconds = run_locust(plan, scenario, port, directory)
@@ -365,7 +409,9 @@ def _observe(
     cpu["everything else"] = max(0.0, busy - sum(cpu.values()))
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(seen["load"])]
     return Figures(
-        scenario=scenario, kinds=read_stats(directory / f"{scenario.name}_stats.csv"),
+        scenario=scenario,
+        kinds=served(read_stats(directory / f"{scenario.name}_stats.csv"),
+                     directory / "access.log", logged),
         codes=json.loads((directory / "codes.json").read_text()),
         seconds=seconds, cycles=max(0, len(seen["load"]) - 1),
         mean_gap=statistics.mean(gaps) if gaps else seconds, longest_gap=max(gaps, default=seconds),
@@ -386,14 +432,16 @@ def _pods_reported(cluster: Cluster) -> int:
 
 def table(figures: Figures) -> str:
     rows = [
-        "| Request kind | Requests | Per second | Failures | Median | p95 | p99 | Max |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| Request kind | Requests | Per second | Failures | Median | p95 | p99 | Max "
+        "| In gunicorn: median | p95 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind in figures.kinds:
         name = "**all**" if kind.name == "Aggregated" else kind.name
         rows.append(
             f"| {name} | {kind.requests:,} | {kind.per_second:.1f} | {kind.failures} | "
-            f"{kind.median:.0f} ms | {kind.p95:.0f} ms | {kind.p99:.0f} ms | {kind.worst:.0f} ms |"
+            f"{kind.median:.0f} ms | {kind.p95:.0f} ms | {kind.p99:.0f} ms | {kind.worst:.0f} ms "
+            f"| {_percentile(kind.served, 0.5)} | {_percentile(kind.served, 0.95)} |"
         )
     return "\n".join(rows)
 
@@ -438,6 +486,11 @@ def section(figures: Figures) -> str:
         f"{min(load):.1f} to {max(load):.1f}. Cores used: {_cpu(figures)} (everything else: "
         "this process, the kernel and other work on the machine). gunicorn used "
         f"{figures.web_ms():.1f} ms of CPU per request answered.",
+        f"- Time in gunicorn (its access log: from parsing the request to the last byte "
+        f"written) against the time locust saw, medians of all requests: "
+        f"{_percentile(total.served, 0.5) or '—'} against {total.median:.0f} ms. The "
+        "difference is spent before a worker takes the request (gunicorn's listen queue, "
+        "waiting for a CPU) or in locust, not in the console's work.",
     ])  # fmt: skip
 
 
