@@ -532,9 +532,9 @@ def report(results: list[Figures]) -> str:
         "",
         *(section(figures) + "\n" for figures in results),
         why(full),
-        "- Reproduce: `make bench` (every benchmark), or this one alone: `make var/bench/venv` "
+        "- Reproduce: `make bench` (every benchmark), or this one alone: `make bench-tools` "
         "(locust, requirements-bench.txt), then "
-        "`DATABASE_URL=postgres://postgres@127.0.0.1:5432/trainyard_load "
+        "`DATABASE_URL=postgres://postgres@127.0.0.1:5432/trainyard_bench "
         "REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python -m bench load` "
         "(docs/operations.md, \"Load test\").",
     ])  # fmt: skip
