@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint bench browsers screenshots image-check clean
+.PHONY: run test check lint bench bench-tools browsers screenshots image-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@scripts/find-python >/dev/null
@@ -36,8 +36,23 @@ check: $(STAMP)
 image-check: $(STAMP)
 	$(PYTHON) deploy/check_image.py
 
-bench: $(STAMP)
-	$(PYTHON) -m bench
+# Every benchmark, rewriting docs/benchmarks.md (about 20 minutes), on a PostgreSQL database and a
+# Redis database the benchmarks flush and fill: never production's (`createdb trainyard_bench`).
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/trainyard_bench
+BENCH_REDIS_URL    ?= redis://127.0.0.1:6379/3
+bench: $(STAMP) bench-tools
+	DATABASE_URL=$(BENCH_DATABASE_URL) REDIS_URL=$(BENCH_REDIS_URL) $(PYTHON) -m bench
+
+# The load benchmark's locust, in a virtualenv of its own (requirements-bench.txt), so that the
+# console's and the tests' packages stay as they are.
+BENCH_VENV := var/bench/venv
+bench-tools: $(BENCH_VENV)/.installed
+$(BENCH_VENV)/.installed: requirements-bench.txt
+	@scripts/find-python >/dev/null
+	$$(scripts/find-python) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/pip install -q -r requirements-bench.txt
+	touch $@
 
 browsers:
 	@scripts/ensure-test-tools

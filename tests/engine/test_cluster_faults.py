@@ -30,6 +30,7 @@ from tests.engine.conftest import SPEED, gateway, phase_of, submit, sync_until, 
 from tests.engine.test_unreachable import snapshot
 
 FAULT_SECONDS = 0.6
+Recorder = Callable[[str, object], None]  # pytest's record_property
 CLOCK = {"last_heartbeat_at", "observed_at"}  # move with the cluster's clock, not its state
 
 
@@ -95,7 +96,7 @@ def running(alice: User, cluster: Cluster) -> Job:
 @pytest.mark.parametrize("fault", list(FAULTS))
 @override_settings(TRAINYARD_KUBE_CONNECT_TIMEOUT=1, TRAINYARD_KUBE_READ_TIMEOUT=1)
 def test_it_survives_the_fault_and_recovers_in_the_first_cycle_after_it(
-    cluster: Cluster, sim: SimCluster, running: Job, fault: str
+    cluster: Cluster, sim: SimCluster, running: Job, fault: str, record_property: Recorder
 ) -> None:
     inject, words = FAULTS[fault]
     cluster.refresh_from_db()
@@ -105,6 +106,8 @@ def test_it_survives_the_fault_and_recovers_in_the_first_cycle_after_it(
     ended = inject(sim)
     started = time.monotonic()
     result = sync_cluster(cluster.pk)
+    record_property("message", result.message)  # bench/faults.py tabulates what was seen
+    record_property("seconds", f"{time.monotonic() - started:.1f}")
     assert time.monotonic() - started < 5  # no sleeping inside the cycle (429: none at all)
     assert not result.reachable and words in result.message, result
     cluster.refresh_from_db()
@@ -177,7 +180,7 @@ def test_it_restarts_a_list_whose_continue_token_expired_mid_way(
 
 def test_it_marks_the_cluster_unreachable_when_every_list_keeps_expiring(
     cluster: Cluster, sim: SimCluster, running: Job, paginated: list[str],
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, record_property: Recorder,
 ) -> None:  # fmt: skip
     cluster.refresh_from_db()
     last_synced_at, before = cluster.last_synced_at, snapshot(running)
@@ -192,6 +195,7 @@ def test_it_marks_the_cluster_unreachable_when_every_list_keeps_expiring(
     monkeypatch.setattr(Gateway, "_page", compacting)
     Cluster.objects.filter(pk=cluster.pk).update(relisted_at=None)
     result = sync_cluster(cluster.pk)
+    record_property("message", result.message)
     assert not result.reachable and "listing nodes kept expiring (410 Gone)" in result.message
     cluster.refresh_from_db()
     assert (cluster.reachable, cluster.last_synced_at) == (False, last_synced_at)
@@ -221,7 +225,7 @@ def test_it_relists_when_the_watch_cursor_expired(
 
 
 def test_it_reports_a_create_that_meets_a_foreign_object_without_a_false_transition(
-    alice: User, cluster: Cluster, sim: SimCluster
+    alice: User, cluster: Cluster, sim: SimCluster, record_property: Recorder
 ) -> None:
     """409 AlreadyExists on a StatefulSet another owner holds: the Task says so, the Job stays
     Pending, the cluster stays reachable (a refused write is not an unreadable cluster)."""
@@ -241,6 +245,7 @@ def test_it_reports_a_create_that_meets_a_foreign_object_without_a_false_transit
         assert result.reachable, result
     assert phase_of(job) == "Pending"
     error = Task.objects.get(job=job).apply_error
+    record_property("message", error)
     assert "already exists" in error and "does not belong to this run of this job" in error
     ours = gateway(cluster).get(STATEFULSETS, "default", "clash-worker")
     assert ours is not None and ours["spec"]["replicas"] == 0  # never taken over
@@ -297,8 +302,9 @@ def hung_sim() -> Iterator[SimCluster]:
     TRAINYARD_KUBE_CONNECT_TIMEOUT=1, TRAINYARD_KUBE_READ_TIMEOUT=4, TRAINYARD_SYNC_INTERVAL=2
 )
 def test_it_keeps_syncing_a_healthy_cluster_on_time_while_another_hangs(
-    cluster: Cluster, sim: SimCluster, hung_sim: SimCluster, tmp_path: Path
-) -> None:
+    cluster: Cluster, sim: SimCluster, hung_sim: SimCluster, tmp_path: Path,
+    record_property: Recorder,
+) -> None:  # fmt: skip
     """Each cluster's cycle is a task of its own (console.tasks.sync_cluster) bounded by its
     time limit; run side by side, the healthy cluster's cycles keep their cadence while the
     hung one's cycle waits out its read timeout."""
@@ -323,6 +329,10 @@ def test_it_keeps_syncing_a_healthy_cluster_on_time_while_another_hangs(
         assert sync_cluster(cluster.pk).reachable
         healthy.append(time.monotonic() - started)
     thread.join()
+    if stuck:
+        record_property("message", stuck[0].message)
+        record_property("seconds", f"{stuck[0].seconds:.1f}")
+    record_property("healthy", ", ".join(f"{seconds:.1f}" for seconds in healthy))
     assert stuck and not stuck[0].reachable and "timeout" in stuck[0].message
     # It hung for its whole read timeout (4 s, plus the watch's 1 s) ...
     assert stuck[0].seconds >= 4
