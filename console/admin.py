@@ -31,8 +31,32 @@ def _changed(form: forms.ModelForm) -> str:
     return "changed: " + ", ".join(form.changed_data) if form.changed_data else ""
 
 
+class AuditedAdmin(admin.ModelAdmin):
+    """Creates, changes (which fields, never their values) and deletes made in the admin go to
+    the audit trail, as `<noun> <name>`; a bulk delete is recorded object by object."""
+
+    noun = ""
+    create_action: audit.Action
+    change_action: audit.Action
+    delete_action: audit.Action
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        action = self.change_action if change else self.create_action
+        target = f"{self.noun} {obj.name}"
+        audit.record(action, request=request, target=target, detail=_changed(form))
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        audit.record(self.delete_action, request=request, target=f"{self.noun} {obj.name}")
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(AuditedAdmin):
     """Operators also manage projects on the console's projects pages (console.views.projects).
     A project that still has Jobs or Workflows cannot be deleted here: deleting its rows would
     leave their workloads running on the clusters. Delete its Jobs on the console first (each
@@ -48,23 +72,15 @@ class ProjectAdmin(admin.ModelAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
-    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        action = audit.Action.PROJECT_CHANGE if change else audit.Action.PROJECT_CREATE
-        audit.record(action, request=request, target=f"project {obj.name}", detail=_changed(form))
+    noun = "project"
+    create_action = audit.Action.PROJECT_CREATE
+    change_action = audit.Action.PROJECT_CHANGE
+    delete_action = audit.Action.PROJECT_DELETE
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         if "clusters" in form.changed_data:
             record_clusters(form.instance, request=request)
-
-    def delete_model(self, request: HttpRequest, obj: Project) -> None:
-        audit.record(audit.Action.PROJECT_DELETE, request=request, target=f"project {obj.name}")
-        super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for project in queryset:
-            self.delete_model(request, project)
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         super().save_formset(request, form, formset, change)
@@ -142,7 +158,7 @@ class ClusterForm(forms.ModelForm):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(WordedMessage, admin.ModelAdmin):
+class ClusterAdmin(WordedMessage, AuditedAdmin):
     """The kubeconfig is entered when the cluster is added (or with `add_cluster`, which also
     replaces it), stored encrypted and never shown back; it may instead be a file path."""
 
@@ -156,18 +172,10 @@ class ClusterAdmin(WordedMessage, admin.ModelAdmin):
         "reachable", "worded_message", "last_synced_at", "last_attempt_at", "created_at",
     ]  # fmt: skip
 
-    def save_model(self, request: HttpRequest, obj: Cluster, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        action = audit.Action.CLUSTER_CHANGE if change else audit.Action.CLUSTER_CREATE
-        audit.record(action, request=request, target=f"cluster {obj.name}", detail=_changed(form))
-
-    def delete_model(self, request: HttpRequest, obj: Cluster) -> None:
-        audit.record(audit.Action.CLUSTER_DELETE, request=request, target=f"cluster {obj.name}")
-        super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for cluster in queryset:
-            self.delete_model(request, cluster)
+    noun = "cluster"
+    create_action = audit.Action.CLUSTER_CREATE
+    change_action = audit.Action.CLUSTER_CHANGE
+    delete_action = audit.Action.CLUSTER_DELETE
 
     def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
         return (

@@ -6,14 +6,18 @@ is made first: tests about which clusters a project may use set the list themsel
 
 from __future__ import annotations
 
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 
 from console.celery import app as celery_app
 from console.models import Cluster, Membership, Project
 from jobs.access import operators_group
+from simcluster.server import SimCluster
 
 # Tests call the plain functions behind the tasks; a `.delay()` lands in memory and stays there.
 celery_app.conf.broker_url = "memory://"
@@ -57,6 +61,14 @@ def open_to_every_project(cluster: Cluster) -> Cluster:
     for project in Project.objects.all():
         project.clusters.add(cluster)
     return cluster
+
+
+def register_sim(sim: SimCluster, tmp_path: Path, name: str = "sim") -> Cluster:
+    """A simulated cluster, registered as an operator would (`manage.py add_cluster`), which the
+    tests' projects may use."""
+    kubeconfig = sim.write_kubeconfig(tmp_path / f"kubeconfig-{name}", namespace="default")
+    call_command("add_cluster", name, kubeconfig=str(kubeconfig), stdout=StringIO())
+    return open_to_every_project(Cluster.objects.get(name=name))
 
 
 def open_cluster(name: str, **fields: Any) -> Cluster:

@@ -20,20 +20,18 @@ import re
 import sys
 import textwrap
 from collections.abc import Iterator
-from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.utils import timezone
 
 from console.kube.gateway import STATEFULSETS
 from console.models import Cluster, Node
 from jobs.models import Operation
 from simcluster.server import SimCluster
-from tests.conftest import open_to_every_project
+from tests.conftest import register_sim
 from tests.engine.conftest import gateway, submit, task
 from tests.processes import (
     Gate,
@@ -71,9 +69,7 @@ def sim() -> Iterator[SimCluster]:
 
 @pytest.fixture
 def cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    call_command("add_cluster", "sim", kubeconfig=str(kubeconfig), stdout=StringIO())
-    return open_to_every_project(Cluster.objects.get(name="sim"))
+    return register_sim(sim, tmp_path)
 
 
 @pytest.fixture

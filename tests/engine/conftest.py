@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 
 from console.engine.cycle import SyncResult, sync_cluster
 from console.engine.one_job import gateway_for
@@ -21,7 +19,7 @@ from jobs import operations
 from jobs.models import Job
 from jobs.spec import parse_job_spec
 from simcluster.server import SimCluster
-from tests.conftest import open_to_every_project
+from tests.conftest import register_sim
 
 # Simulated seconds per real second: `sim run 30` ends after 0.3 s, a 10 s back-off takes 0.1 s.
 SPEED = 100.0
@@ -41,16 +39,8 @@ def sim() -> Iterator[SimCluster]:
 
 
 @pytest.fixture
-def kubeconfig_path(sim: SimCluster, tmp_path: Path) -> Path:
-    return sim.write_kubeconfig(tmp_path / "kubeconfig", namespace="default")
-
-
-@pytest.fixture
-def cluster(db: None, kubeconfig_path: Path) -> Cluster:
-    """The simulated cluster, registered as an operator would (`manage.py add_cluster`), which
-    the tests' projects may use."""
-    call_command("add_cluster", "sim", kubeconfig=str(kubeconfig_path), stdout=StringIO())
-    return open_to_every_project(Cluster.objects.get(name="sim"))
+def cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
+    return register_sim(sim, tmp_path)
 
 
 def gateway(cluster: Cluster) -> Gateway:

@@ -12,14 +12,12 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from io import StringIO
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
@@ -32,7 +30,7 @@ from jobs.models import Job, Operation
 from jobs.operations import OperationRefused, create_job, resume_job, stop_job
 from jobs.spec import parse_job_spec
 from simcluster.server import SimCluster
-from tests.conftest import open_to_every_project
+from tests.conftest import register_sim
 from tests.engine.conftest import gateway, sync_until, task
 from tests.jobs.test_spec import job_data
 
@@ -241,9 +239,7 @@ def sim() -> Iterator[SimCluster]:
 
 @pytest.fixture
 def sim_cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
-    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    call_command("add_cluster", "sim", kubeconfig=str(kubeconfig), stdout=StringIO())
-    return open_to_every_project(Cluster.objects.get(name="sim"))
+    return register_sim(sim, tmp_path)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -17,7 +17,6 @@ from jobs.models import Job
 from tests.engine.conftest import (  # noqa: F401 (fixtures)
     _fast_passwords,
     cluster,
-    kubeconfig_path,
     sim,
     submit,
     sync_until,
