@@ -28,6 +28,8 @@ import urllib.request
 from typing import Any
 
 BATCH = 100  # the console takes at most 100 messages per request
+MAX_BYTES = 60_000  # and at most 64 KiB
+MAX_METRICS = 32
 DROPPABLE = ("progress", "heartbeat")  # dropped first when the queue is full
 FINAL = (401, 403, 404, 413, 422)  # a resend cannot succeed
 
@@ -97,6 +99,8 @@ class Signals:
         timeout: float = 10.0,
     ) -> None:
         """Queued, then waited for up to `timeout` seconds: the process may exit right after."""
+        reason = None if reason is None else reason[:128]
+        message = None if message is None else message[-1024:]
         fields = {"exit_code": exit_code, "reason": reason, "message": message}
         self._put("completion", outcome=outcome, **fields)
         self.flush(timeout)
@@ -133,8 +137,17 @@ class Signals:
         if not self.enabled:
             return
         try:
-            message = {"kind": kind, "pod": self.pod, "uid": self.uid, "seq": next(self._seq)}
+            message: dict[str, Any] = {
+                "kind": kind,
+                "pod": self.pod,
+                "uid": self.uid,
+                "seq": next(self._seq),
+            }
             message.update({name: value for name, value in fields.items() if value is not None})
+            if "metrics" in message:  # numbers (numpy's and torch's too), 32 at most
+                pairs = list(message["metrics"].items())[:MAX_METRICS]
+                message["metrics"] = {str(name): float(value) for name, value in pairs}
+            json.dumps(message)  # what cannot be sent is refused here, not in the sender
             with self._cond:
                 if len(self._queue) >= self.max_queue:
                     self._drop_one()
@@ -164,9 +177,15 @@ class Signals:
                 while not self._queue:
                     self._cond.wait()
                 batch = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
+                body = json.dumps(batch).encode()
+                while len(body) > MAX_BYTES and len(batch) > 1:  # the rest goes next time
+                    half = len(batch) // 2
+                    self._queue.extendleft(reversed(batch[half:]))
+                    batch = batch[:half]
+                    body = json.dumps(batch).encode()
                 self._in_flight = len(batch)
             try:
-                retry = self._send(batch)
+                retry = self._send(body)
             except Exception as error:
                 self._warn("send", f"trainyard signals: {error!r}")
                 retry = False
@@ -184,11 +203,11 @@ class Signals:
                 delay = self.backoff
                 time.sleep(self.interval)  # a few requests a second at most, far below the cap
 
-    def _send(self, batch: list[dict[str, Any]]) -> bool:
+    def _send(self, body: bytes) -> bool:
         """POST one batch; True when it should be sent again later."""
         request = urllib.request.Request(
             self.url,
-            data=json.dumps(batch).encode(),
+            data=body,
             method="POST",
             headers={
                 "Authorization": "Bearer " + self.token,
@@ -201,9 +220,9 @@ class Signals:
             self.requests += 1
             return False
         except urllib.error.HTTPError as error:
-            body = error.read().decode(errors="replace")[:300]
+            answer = error.read().decode(errors="replace")[:300]
             if error.code in FINAL:
-                self._warn(str(error.code), f"trainyard signals dropped: {error.code} {body}")
+                self._warn(str(error.code), f"trainyard signals dropped: {error.code} {answer}")
                 return False
             self._warn("retry", f"trainyard signals: {error.code}, will retry")
             return True

@@ -62,6 +62,7 @@ def test_every_kind_arrives_with_its_fields(job: Job) -> None:
     signals.heartbeat()
     signals.phase("training")
     signals.progress(3, max_steps=10, step_seconds=1.5, metrics={"loss": 0.4})
+    signals.progress(4, metrics={"loss": "not a number"})  # printed, not raised, not sent
     signals.checkpoint(3, "/out/ckpt")
     signals.ray(4, 3, gpus=32)
     signals.completion("failed", exit_code=1, reason="NCCLTimeout", message="rank 3")
@@ -74,6 +75,7 @@ def test_every_kind_arrives_with_its_fields(job: Job) -> None:
     assert rows["progress"].data["step"] == 3
     assert rows["progress"].data["max_steps"] == 10
     assert rows["progress"].data["metrics"] == {"loss": 0.4}
+    assert Signal.objects.filter(job=job, kind="progress").count() == 1
     assert rows["checkpoint"].data["path"] == "/out/ckpt"
     assert rows["ray"].data["alive_nodes"] == 3
     assert rows["completion"].data["exit_code"] == 1
@@ -89,6 +91,16 @@ def test_many_calls_are_sent_in_few_requests(job: Job) -> None:
     assert signals.flush(10)
     assert Signal.objects.filter(job=job, kind="progress").count() == 250
     assert signals.requests <= 4  # 100 per request; the first may leave alone
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_above_the_size_limit_is_split(job: Job) -> None:
+    signals = client().Signals(interval=0.01)
+    for step in range(100):  # 100 messages with 32 long metric names: above 64 KiB together
+        signals.progress(step, metrics={f"actor/{'x' * 40}_{n}": n for n in range(40)})
+    assert signals.flush(10)
+    assert Signal.objects.filter(job=job, kind="progress").count() == 100
+    assert {len(row.data["metrics"]) for row in Signal.objects.filter(job=job)} == {32}
 
 
 @pytest.mark.django_db(transaction=True)
