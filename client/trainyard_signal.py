@@ -336,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             signals.completion(args.outcome, args.exit_code, args.reason, args.message, 0)
         if not signals.flush(args.timeout):
             print(f"trainyard signals: {args.kind} not sent in {args.timeout}s", file=sys.stderr)
+        atexit.unregister(signals.flush)  # waited for already: exit now
     except Exception as error:
         print(f"trainyard signals: {error!r}", file=sys.stderr)
     return 0

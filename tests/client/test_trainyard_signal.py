@@ -3,6 +3,7 @@ few requests, and nothing is ever raised into training or fails a shell entrypoi
 
 from __future__ import annotations
 
+import atexit
 import http.server
 import importlib.util
 import os
@@ -121,6 +122,7 @@ def test_an_unreachable_console_is_printed_never_raised(
     )
     signals.progress(1)
     signals.completion("succeeded", timeout=0.3)  # gives up waiting, does not raise
+    atexit.unregister(signals.flush)
     assert "unreachable" in capsys.readouterr().err
 
 
