@@ -1,0 +1,208 @@
+"""client/trainyard_signal.py against a live console: the kinds arrive as rows, many calls make
+few requests, and nothing is ever raised into training or fails a shell entrypoint."""
+
+from __future__ import annotations
+
+import atexit
+import http.server
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+
+from console.models import Cluster
+from jobs.models import Job, Signal
+from jobs.signals import signal_token
+
+CLIENT = Path(__file__).resolve().parents[2] / "client" / "trainyard_signal.py"
+
+
+def client() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("trainyard_signal", CLIENT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def job(alice: User, cluster: Cluster, live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Job:
+    cache.clear()
+    job = Job.objects.create(
+        project=alice.memberships.get().project, cluster=cluster, name="ppo", namespace="default",
+        spec={"tasks": []},
+    )  # fmt: skip
+    for name, value in {
+        "TRAINYARD_SIGNAL_URL": f"{live_server.url}/api/v1/jobs/{job.pk}/signals",
+        "TRAINYARD_SIGNAL_TOKEN": signal_token(job.pk, job.run),
+        "TRAINYARD_POD": "ppo-head-0",
+        "TRAINYARD_POD_UID": "uid-0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return job
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_kind_arrives_with_its_fields(job: Job) -> None:
+    signals = client().Signals(interval=0.01)
+    signals.heartbeat()
+    signals.phase("training")
+    signals.progress(3, max_steps=10, step_seconds=1.5, metrics={"loss": 0.4})
+    signals.progress(4, metrics={"loss": "not a number"})  # printed, not raised, not sent
+    signals.checkpoint(3, "/out/ckpt")
+    signals.ray(4, 3, gpus=32)
+    signals.completion("failed", exit_code=1, reason="NCCLTimeout", message="rank 3")
+    rows = {row.kind: row for row in Signal.objects.filter(job=job)}
+    assert list(Signal.objects.filter(job=job).order_by("seq").values_list("kind", flat=True)) == [
+        "heartbeat", "phase", "progress", "checkpoint", "ray", "completion",
+    ]  # fmt: skip
+    assert {row.pod for row in rows.values()} == {"ppo-head-0"}
+    assert rows["phase"].data["phase"] == "training"
+    assert rows["progress"].data["step"] == 3
+    assert rows["progress"].data["max_steps"] == 10
+    assert rows["progress"].data["metrics"] == {"loss": 0.4}
+    assert Signal.objects.filter(job=job, kind="progress").count() == 1
+    assert rows["checkpoint"].data["path"] == "/out/ckpt"
+    assert rows["ray"].data["alive_nodes"] == 3
+    assert rows["completion"].data["exit_code"] == 1
+    assert rows["completion"].data["reason"] == "NCCLTimeout"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_calls_are_sent_in_few_requests(job: Job) -> None:
+    module = client()
+    signals = module.Signals()
+    for step in range(250):
+        signals.progress(step, max_steps=250, metrics={"loss": 1 / (step + 1)})
+    assert signals.flush(10)
+    assert Signal.objects.filter(job=job, kind="progress").count() == 250
+    assert signals.requests <= 4  # 100 per request; the first may leave alone
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_above_the_size_limit_is_split(job: Job) -> None:
+    signals = client().Signals(interval=0.01)
+    for step in range(100):  # 100 messages with 32 long metric names: above 64 KiB together
+        signals.progress(step, metrics={f"actor/{'x' * 40}_{n}": n for n in range(40)})
+    assert signals.flush(10)
+    assert Signal.objects.filter(job=job, kind="progress").count() == 100
+    assert {len(row.data["metrics"]) for row in Signal.objects.filter(job=job)} == {32}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_module_functions_use_the_environment(job: Job) -> None:
+    signal = client()
+    signal.progress(step=3, max_steps=10)
+    signal.completion("succeeded", exit_code=0)
+    assert sorted(Signal.objects.filter(job=job).values_list("kind", flat=True)) == [
+        "completion", "progress",
+    ]  # fmt: skip
+
+
+def test_an_unreachable_console_is_printed_never_raised(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    signals = client().Signals(
+        url=f"http://127.0.0.1:{closed_port()}/s", token="t", pod="p", uid="u", backoff=0.01
+    )
+    signals.progress(1)
+    signals.completion("succeeded", timeout=0.3)  # gives up waiting, does not raise
+    atexit.unregister(signals.flush)
+    assert "unreachable" in capsys.readouterr().err
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_batch_is_dropped_with_one_warning(
+    job: Job, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signals = client().Signals(token="not-a-token", interval=0.01)
+    signals.phase("training")
+    signals.phase("evaluating")
+    assert signals.flush(5)
+    assert not Signal.objects.filter(job=job).exists()
+    assert capsys.readouterr().err.count("dropped: 401") == 1
+
+
+def test_disabled_without_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRAINYARD_SIGNAL_URL", raising=False)
+    signal = client()
+    signal.progress(step=1)
+    signal.completion("succeeded")
+    assert not signal.default().enabled
+    assert signal.default()._sender is None
+
+
+def test_429_and_503_are_retried() -> None:
+    answers = [429, 503, 202]
+    bodies: list[bytes] = []
+
+    class Stub(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(answers.pop(0))
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/s"
+        signals = client().Signals(url=url, token="t", pod="p", uid="u", backoff=0.01)
+        signals.progress(1)
+        assert signals.flush(5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == []
+    assert len(bodies) == 3 and bodies[0] == bodies[2]  # the same batch, same seq, resent
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CLIENT), "--timeout", "5", *args],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_line_stores_the_signal(job: Job) -> None:
+    args = ["progress", "--step", "3", "--max-steps", "10", "--metric", "loss=0.4"]
+    done = cli(*args, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    done = cli("completion", "succeeded", "--exit-code", "0", env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    progress = Signal.objects.get(job=job, kind="progress")
+    assert progress.data["metrics"] == {"loss": 0.4}
+    assert Signal.objects.get(job=job, kind="completion").data["outcome"] == "succeeded"
+
+
+def test_the_command_line_exits_0_when_the_console_is_unreachable() -> None:
+    env = {
+        **os.environ,
+        "TRAINYARD_SIGNAL_URL": f"http://127.0.0.1:{closed_port()}/s",
+        "TRAINYARD_SIGNAL_TOKEN": "t", "TRAINYARD_POD": "p", "TRAINYARD_POD_UID": "u",
+    }  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(CLIENT), "--timeout", "1", "phase", "training"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert "unreachable" in done.stderr
