@@ -128,3 +128,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if skipped and exitstatus == 0:
         reporter.write_line(f"{len(skipped)} test(s) skipped: the suite allows none.", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def signalling_job(
+    alice: User, cluster: Cluster, live_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    """A Job of alice's project on a live console, with the signal environment its pods get
+    (jobs.signals, console.kube.manifests) set in this process, as a pod would have it."""
+    from django.core.cache import cache
+
+    from jobs.models import Job
+    from jobs.signals import signal_token
+
+    cache.clear()  # the signal rate limit counts per pod
+    job = Job.objects.create(
+        project=alice.memberships.get().project, cluster=cluster, name="ppo", namespace="default",
+        spec={"tasks": []},
+    )  # fmt: skip
+    for name, value in {
+        "TRAINYARD_SIGNAL_URL": f"{live_server.url}/api/v1/jobs/{job.pk}/signals",
+        "TRAINYARD_SIGNAL_TOKEN": signal_token(job.pk, job.run),
+        "TRAINYARD_POD": "ppo-head-0",
+        "TRAINYARD_POD_UID": "uid-0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return job

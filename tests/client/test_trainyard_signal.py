@@ -16,12 +16,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
-from django.core.cache import cache
 
-from console.models import Cluster
 from jobs.models import Job, Signal
-from jobs.signals import signal_token
 
 CLIENT = Path(__file__).resolve().parents[2] / "client" / "trainyard_signal.py"
 
@@ -35,20 +31,8 @@ def client() -> ModuleType:
 
 
 @pytest.fixture
-def job(alice: User, cluster: Cluster, live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Job:
-    cache.clear()
-    job = Job.objects.create(
-        project=alice.memberships.get().project, cluster=cluster, name="ppo", namespace="default",
-        spec={"tasks": []},
-    )  # fmt: skip
-    for name, value in {
-        "TRAINYARD_SIGNAL_URL": f"{live_server.url}/api/v1/jobs/{job.pk}/signals",
-        "TRAINYARD_SIGNAL_TOKEN": signal_token(job.pk, job.run),
-        "TRAINYARD_POD": "ppo-head-0",
-        "TRAINYARD_POD_UID": "uid-0",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return job
+def job(signalling_job: Job) -> Job:
+    return signalling_job
 
 
 def closed_port() -> int:
