@@ -14,7 +14,7 @@ from console.models import Cluster
 from simcluster.server import SimCluster
 from tests.deploy.test_rbac import documents
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
-from tests.simcluster.conftest import connect
+from tests.simcluster.conftest import connect, wait_for
 
 
 def enforce_restricted(sim: SimCluster, tmp_path: Path) -> None:
@@ -57,7 +57,12 @@ def test_with_any_user_the_restricted_namespace_refuses_the_pods(
         lambda: gateway(cluster).list(STATEFULSETS, f"trainyard.io/job={job.pk}", "default"),
     )
     kube = connect(sim, tmp_path)
-    events = kube.core.list_namespaced_event("default", field_selector="reason=FailedCreate").items
+
+    def refused() -> list[Any]:  # the controller records it once it has tried to create a pod
+        events = kube.core.list_namespaced_event("default", field_selector="reason=FailedCreate")
+        return list(events.items)
+
+    events = wait_for(refused)
     kube.api.close()
     assert events and 'violates PodSecurity "restricted:latest"' in events[0].message
     assert gateway(cluster).list(PODS, f"trainyard.io/job={job.pk}", "default") == []
