@@ -31,7 +31,7 @@ from pydantic import ValidationError as ModelInvalid
 
 from console import audit, metrics, ratelimit
 from console.models import Addon, ApiToken, Cluster, Node
-from jobs import pod_logs, signals
+from jobs import pod_logs, signals, workload
 from jobs.access import (
     cannot_create,
     cannot_operate,
@@ -52,6 +52,7 @@ from jobs.operations import (
     create_workflow,
     delete_job,
     resume_job,
+    schedule_reconcile,
     stop_job,
 )
 from jobs.schemas import (
@@ -314,7 +315,11 @@ def _tasks_prefetch() -> Prefetch[Any]:
 
 
 def _jobs(user: AbstractBaseUser) -> QuerySet[Job]:
-    return jobs_for(user).select_related("project", "cluster").prefetch_related(_tasks_prefetch())
+    return (
+        jobs_for(user)
+        .select_related("project", "cluster", "workload")
+        .prefetch_related(_tasks_prefetch())
+    )
 
 
 def _job(user: AbstractBaseUser, job_id: int) -> Job:
@@ -583,9 +588,11 @@ def post_signals(request: HttpRequest, job_id: ObjectId) -> Status[dict[str, int
             429, "signals.too_fast",
             f"At most {settings.TRAINYARD_SIGNAL_RATE} requests per second per pod; batch them.",
         )  # fmt: skip
-    accepted, duplicates = signals.store(job.pk, run, items)
-    metrics.count_signals(job.cluster.name, items, accepted)
-    return Status(202, {"accepted": accepted, "duplicates": duplicates})
+    recorded = workload.record(job, run, items)
+    if recorded.stopped:
+        schedule_reconcile(job.pk)
+    metrics.count_signals(job.cluster.name, items, recorded.accepted)
+    return Status(202, {"accepted": recorded.accepted, "duplicates": recorded.duplicates})
 
 
 @api.api_operation(

@@ -61,3 +61,38 @@ JOB_TERMINAL = frozenset({JobPhase.SUCCEEDED, JobPhase.FAILED})
 TASK_TERMINAL = frozenset({TaskPhase.SUCCEEDED, TaskPhase.FAILED})
 POD_TERMINAL = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 WORKFLOW_TERMINAL = frozenset({WorkflowPhase.SUCCEEDED, WorkflowPhase.FAILED})
+
+
+class SignalSource(models.TextChoices):
+    """Where a workload's word came from (issue: workload truth): posted by its pods, read from
+    a container's termination message, or read from its log lines."""
+
+    SIGNAL = "signal", _("signal")
+    TERMINATION_LOG = "termination-log", _("termination log")
+    LOGS = "logs", _("logs")
+
+
+class WorkloadState(models.TextChoices):
+    """What the workload says about itself, beside (never instead of) the Kubernetes phase:
+    derived at read time from its signals and the Kubernetes facts (jobs.status.workload)."""
+
+    SILENT = "Silent", _("Silent")
+    STARTING = "Starting", _("Starting")
+    PROGRESSING = "Progressing", _("Progressing")
+    STALLED = "Stalled", _("Stalled")
+    UNRESPONSIVE = "Unresponsive", _("Unresponsive")
+    DEGRADED = "Degraded", _("Degraded")
+    SUCCEEDED = "Succeeded", _("Succeeded")
+    FAILED = "Failed", _("Failed")
+    LOST = "Lost", _("Lost")
+
+
+# The workload states that need a look: first in the dashboard's attention list.
+WORKLOAD_ATTENTION = frozenset(
+    {
+        WorkloadState.STALLED,
+        WorkloadState.UNRESPONSIVE,
+        WorkloadState.DEGRADED,
+        WorkloadState.FAILED,
+    }
+)

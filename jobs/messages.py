@@ -118,6 +118,28 @@ CODES: dict[str, Promise | str] = {
     "job.tasks": "%(tasks)s",
     "job.waiting_upstream": _("Waiting for upstream jobs: %(jobs)s."),
     "workflow.progress": _("%(succeeded)s/%(total)s jobs succeeded"),
+    # The workload state (jobs.status.workload): why it is what it is.
+    "workload.silent": _("The workload has sent no signal in this run."),
+    "workload.lost": _(
+        "The pods are gone (the job is %(phase)s) and the workload never reported completion."
+    ),
+    "workload.pods_starting": _("The workload speaks while its pods are still starting."),
+    "workload.quiet": _(
+        "No message for %(seconds)s s (limit %(limit)s s: three heartbeat intervals)."
+    ),
+    "workload.degraded": _("%(alive)s of %(expected)s Ray nodes alive."),
+    "workload.stalled": _("Step %(step)s has not advanced for %(seconds)s s (limit %(limit)s s)."),
+    "workload.progressing": _("At step %(step)s."),
+    "workload.no_steps": _("The workload speaks but reports no training step yet."),
+    "workload.completed": _("The workload reported %(outcome)s. %(detail)s"),
+    "workload.completed_code": _(
+        "The workload reported %(outcome)s with exit code %(exit_code)s. %(detail)s"
+    ),
+    # Operations the console itself records for a Job's policies (jobs.workload).
+    "operation.stopped_on_completion": _(
+        "The workload reported %(outcome)s: stopped by the job's stop_on_completion policy; "
+        "every workload of the job is scaled to 0."
+    ),
     # Why a cluster could not be read (console.kube.gateway.ClusterUnreachable.code).
     "cluster.truncated": _("the API server closed the connection mid-response (truncated answer)"),
     "cluster.refused": _("cannot connect to the API server (connection refused or unreachable)"),

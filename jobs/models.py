@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.models import Cluster, Project
-from jobs.choices import Action, JobPhase, TaskKind, TaskPhase, WorkflowPhase
+from jobs.choices import Action, JobPhase, SignalSource, TaskKind, TaskPhase, WorkflowPhase
 
 
 class Workflow(models.Model):
@@ -26,6 +26,8 @@ class Workflow(models.Model):
         _("phase"), max_length=16, choices=WorkflowPhase.choices, default=WorkflowPhase.PENDING
     )
     message = models.TextField(_("message"), blank=True)
+    # Chosen at creation (jobs.spec.WorkflowPolicies): {"advance_on_workload_success": bool}.
+    policies = models.JSONField(_("policies"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
@@ -205,6 +207,9 @@ class Signal(models.Model):
     uid = models.CharField(_("pod UID"), max_length=64)
     seq = models.BigIntegerField(_("sequence number"))
     kind = models.CharField(_("kind"), max_length=16)
+    source = models.CharField(
+        _("source"), max_length=16, choices=SignalSource.choices, default=SignalSource.SIGNAL
+    )
     at = models.DateTimeField(_("reported at"))
     received_at = models.DateTimeField(_("received at"), default=timezone.now)
     data = models.JSONField(_("data"), default=dict)
@@ -220,3 +225,23 @@ class Signal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pod} #{self.seq} {self.kind}"
+
+
+class WorkloadReport(models.Model):
+    """The latest of what a Job's workload said in its current run, folded from its signals as
+    they arrive (jobs.workload), so a list of 10,000 Jobs derives every workload state from one
+    joined row each (jobs.status.workload). `latest` holds the newest message of each kind,
+    with its time, the time the console received it and its source; `steps` the last step
+    advances as [time, step] pairs, from which the step time and the stall threshold come."""
+
+    job = models.OneToOneField(Job, models.CASCADE, primary_key=True, related_name="workload")
+    run = models.PositiveIntegerField(_("run"))
+    first_received_at = models.DateTimeField(_("first message at"))
+    last_received_at = models.DateTimeField(_("last message at"))
+    latest = models.JSONField(_("latest message of each kind"), default=dict)
+    steps = models.JSONField(_("recent step advances"), default=list)
+    # The workload's completion outcome ("" until it reports one): Workflows read it.
+    outcome = models.CharField(_("outcome"), max_length=16, blank=True)
+
+    def __str__(self) -> str:
+        return f"workload of job {self.job_id} (run {self.run})"

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
-from django.utils import timezone, translation
+from django.utils import timezone
 from django.utils.translation import gettext
 
 from console import audit, tasks
@@ -28,6 +28,7 @@ from jobs.access import projects_for
 from jobs.choices import Action, JobPhase, TaskPhase
 from jobs.messages import Message, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
+from jobs.records import owner, record_operation
 from jobs.spec import (
     JobSpec,
     SpecInvalid,
@@ -62,44 +63,6 @@ class ConfirmationMismatch(OperationRefused):
     """Delete was asked without typing the Job's name."""
 
 
-# --- records -------------------------------------------------------------------------------
-
-
-def _in_english(message: Message) -> str:
-    """The trail is read by operators of every language: one language, the source one."""
-    with translation.override("en"):
-        return render_text(encode(message))
-
-
-def _audit(user: User, job: Job, action: Action, result: Result, message: Message) -> None:
-    """The same fact in the audit trail, with where the request came from (console.audit)."""
-    audited = audit.Result.ACCEPTED if result == Result.ACCEPTED else audit.Result.REFUSED
-    audit.record(
-        audit.Action(f"job.{action}"),
-        user=_owner(user),
-        target=f"job {job.name} (#{job.pk}) in {job.project.name}",
-        result=audited,
-        detail=_in_english(message),
-    )
-
-
-def _record(
-    user: User, job: Job, action: Action, result: Result, message: Message, *, attached: bool = True
-) -> Operation:
-    """`attached=False` when the Job row may be gone already: the record keeps only its name.
-    The message is stored as a code (jobs.messages): each reader sees it in their language."""
-    _audit(user, job, action, result, message)
-    return Operation.objects.create(
-        job=job if attached else None,
-        job_name=job.name,
-        project_id=job.project_id,
-        user=_owner(user),
-        action=action,
-        result=result,
-        message=encode(message),
-    )
-
-
 def _refuse(
     user: User,
     job: Job,
@@ -110,15 +73,11 @@ def _refuse(
     error: type[OperationRefused] = OperationRefused,
 ) -> NoReturn:
     """Records the refusal (no change made) and raises it. Never called inside `atomic()`."""
-    _record(user, job, action, Result.REFUSED, reason, attached=exists)
+    record_operation(user, job, action, Result.REFUSED, reason, attached=exists)
     raise error(reason)
 
 
-def _owner(user: User) -> Any:
-    return user if user.is_authenticated else None
-
-
-def _schedule_reconcile(job_id: int) -> None:
+def schedule_reconcile(job_id: int) -> None:
     """After commit, so the worker reads what this transaction wrote. Robust: a broker outage
     must not turn an accepted (committed) operation into an error; the next sync reconciles."""
     transaction.on_commit(lambda: tasks.reconcile_job.delay(job_id), robust=True)
@@ -146,11 +105,14 @@ def _insert_job(
 ) -> Job:
     """The Job row (Pending) and one Task row per TaskSpec; `spec` is already resolved."""
     assert spec.project is not None and spec.namespace is not None, "resolve the spec first"
-    template = {"tasks": [task.model_dump(mode="json") for task in spec.tasks]}
+    template: dict[str, Any] = {
+        "tasks": [task.model_dump(mode="json") for task in spec.tasks],
+        "policies": spec.policies.model_dump(mode="json"),
+    }
     job = Job.objects.create(
         project=Project.objects.get(name=spec.project),
         name=spec.name,
-        owner=_owner(user),
+        owner=owner(user),
         cluster=Cluster.objects.get(name=spec.cluster),
         namespace=spec.namespace,
         spec=template,
@@ -182,8 +144,8 @@ def create_job(user: User, spec: JobSpec, *, cloned_from: Job | None = None) -> 
     try:
         with transaction.atomic():
             job = _insert_job(user, spec, cloned_from=cloned_from, workflow=None)
-            _record(user, job, action, Result.ACCEPTED, message)
-            _schedule_reconcile(job.pk)
+            record_operation(user, job, action, Result.ACCEPTED, message)
+            schedule_reconcile(job.pk)
     except IntegrityError:
         # Two requests for the same name: the unique constraint lets one win.
         raise _name_taken(spec) from None
@@ -212,7 +174,7 @@ def note_failure_seen(user: User, job: Job) -> bool:
     if not projects_for(user, write=True).filter(pk=job.project_id).exists():
         return False
     unseen = Job.objects.filter(pk=job.pk, phase=JobPhase.FAILED, failure_seen_at__isnull=True)
-    return bool(unseen.update(failure_seen_at=timezone.now(), failure_seen_by=_owner(user)))
+    return bool(unseen.update(failure_seen_at=timezone.now(), failure_seen_by=owner(user)))
 
 
 # --- stop and resume -----------------------------------------------------------------------
@@ -246,8 +208,8 @@ def _transition(user: User, job: Job, action: Action, rule: Rule, apply: Apply) 
             message = apply(job, *state, target)
             if message is not None:
                 job.refresh_from_db()
-                _record(user, job, action, Result.ACCEPTED, message)
-                _schedule_reconcile(job.pk)
+                record_operation(user, job, action, Result.ACCEPTED, message)
+                schedule_reconcile(job.pk)
                 return job
     _refuse(user, job, action, Message("refused.kept_changing"))
 
@@ -329,8 +291,8 @@ def delete_job(user: User, job: Job, confirm: str) -> None:
         pending = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
         if pending.update(delete_requested_at=timezone.now()):
             message = Message("operation.delete_requested")
-            _record(user, job, Action.DELETE, Result.ACCEPTED, message)
-            _schedule_reconcile(job.pk)
+            record_operation(user, job, Action.DELETE, Result.ACCEPTED, message)
+            schedule_reconcile(job.pk)
             return
     exists = Job.objects.filter(pk=job.pk).exists()
     _refuse(user, job, Action.DELETE, Message("refused.already_deleting"), exists=exists)
@@ -346,7 +308,10 @@ def create_workflow(user: User, spec: WorkflowSpec) -> Workflow:
     try:
         with transaction.atomic():
             workflow = Workflow.objects.create(
-                project=Project.objects.get(name=spec.project), name=spec.name, owner=_owner(user)
+                project=Project.objects.get(name=spec.project),
+                name=spec.name,
+                owner=owner(user),
+                policies=spec.policies.model_dump(mode="json"),
             )
             children = {
                 child.name: _insert_job(user, child, cloned_from=None, workflow=workflow)
@@ -355,15 +320,15 @@ def create_workflow(user: User, spec: WorkflowSpec) -> Workflow:
             WorkflowEdge.objects.bulk_create(_edges(workflow, spec, children))
             audit.record(
                 audit.Action.WORKFLOW_CREATE,
-                user=_owner(user),
+                user=owner(user),
                 target=f"workflow {workflow.name} (#{workflow.pk}) in {spec.project}",
                 result=audit.Result.ACCEPTED,
                 detail=f"{len(children)} jobs",
             )
             for job in children.values():
                 created = Message("operation.created_in", {"workflow": workflow.name})
-                _record(user, job, Action.CREATE, Result.ACCEPTED, created)
-                _schedule_reconcile(job.pk)
+                record_operation(user, job, Action.CREATE, Result.ACCEPTED, created)
+                schedule_reconcile(job.pk)
     except IntegrityError:
         message = gettext("A workflow or job with one of these names was just created.")
         raise SpecInvalid({"name": message}) from None

@@ -5,14 +5,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
 from ninja import Field, Schema
 
 from console.models import Addon, Node
-from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase, WorkflowPhase
+from jobs.choices import (
+    Action,
+    JobPhase,
+    PodPhase,
+    SignalSource,
+    TaskKind,
+    TaskPhase,
+    WorkflowPhase,
+    WorkloadState,
+)
 from jobs.diagnostics import for_request, worker_reason
-from jobs.messages import api_code, api_params, render_text
+from jobs.messages import Message, api_code, api_params, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow
 from jobs.status.lifecycle import allowed_actions
+from jobs.workload import describe, workload_of
 
 DIAGNOSTICS = (
     "Restart counts, exit codes and termination reasons are diagnostics (spec §Pod and Worker "
@@ -129,6 +140,76 @@ class TaskOut(Worded):
     workers: list[WorkerOut]
 
 
+class PoliciesOut(Schema):
+    stop_on_completion: bool = False
+    heartbeat_seconds: int = 30
+    stall_after_seconds: int | None = None
+    progress_from_logs: bool = False
+
+
+class CheckpointOut(Schema):
+    step: int | None
+    path: str | None
+    reported_at: datetime | None
+    source: SignalSource | None
+
+
+class RayOut(Schema):
+    expected: int
+    alive: int
+    gpus: int | None = None
+    reported_at: datetime | None
+    source: SignalSource | None
+
+
+class CompletionOut(Schema):
+    reported_at: datetime | None
+    source: SignalSource | None
+    outcome: str
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class WorkloadOut(Schema):
+    """What the workload says about itself, beside the Kubernetes phase (never in place of it):
+    derived when read from its signals and the Job's phase (docs/workload-signals.md)."""
+
+    state: WorkloadState
+    source: SignalSource | None = Field(
+        description="Where the word that decided the state came from."
+    )
+    reported_at: datetime | None
+    reason: str = Field(description="Why the state is what it is, in the request's language.")
+    reason_code: str | None
+    reason_params: dict[str, Any]
+    phase: str = Field(description="The workload's last reported phase (training, ...).")
+    step: int | None
+    max_steps: int | None
+    step_seconds: float | None = Field(description="Typical seconds per step (recent median).")
+    eta: datetime | None
+    metrics: dict[str, float]
+    last_heartbeat_at: datetime | None
+    last_message_at: datetime | None
+    stall_after_seconds: float | None
+    last_checkpoint: CheckpointOut | None
+    ray: RayOut | None
+    completion: CompletionOut | None
+
+    @staticmethod
+    def resolve_reason(obj: dict[str, Any]) -> str:
+        return render_text(encode(obj["reason"])) if obj["reason"] else ""
+
+    @staticmethod
+    def resolve_reason_code(obj: dict[str, Any]) -> str | None:
+        reason: Message | None = obj["reason"]
+        return reason.code if reason else None
+
+    @staticmethod
+    def resolve_reason_params(obj: dict[str, Any]) -> dict[str, Any]:
+        return api_params(encode(obj["reason"]), True) if obj["reason"] else {}
+
+
 class JobOut(Worded):
     id: int
     name: str
@@ -143,7 +224,18 @@ class JobOut(Worded):
     finished_at: datetime | None
     observed_at: datetime | None
     allowed_actions: list[Action]
+    policies: PoliciesOut
+    workload: WorkloadOut
     tasks: list[TaskOut]
+
+    @staticmethod
+    def resolve_policies(job: Job) -> dict[str, Any]:
+        return dict(job.spec.get("policies") or {})
+
+    @staticmethod
+    def resolve_workload(job: Job) -> dict[str, Any]:
+        now = timezone.now()
+        return describe(workload_of(job, now), now)
 
     @staticmethod
     def resolve_allowed_actions(job: Job) -> list[Action]:
@@ -187,11 +279,16 @@ class AddonOut(Worded):
     observed_at: datetime | None
 
 
+class WorkflowPoliciesOut(Schema):
+    advance_on_workload_success: bool = False
+
+
 class WorkflowOut(Worded):
     id: int
     name: str
     project: str = Field(alias="project.name")
     phase: WorkflowPhase
+    policies: WorkflowPoliciesOut
     created_at: datetime
     finished_at: datetime | None
 

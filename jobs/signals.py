@@ -159,21 +159,23 @@ def too_fast(job_id: int, pod: str) -> bool:
 # --- storing -----------------------------------------------------------------------------------
 
 
-def _row(job_id: int, run: int, item: SignalBase, now: datetime) -> Signal:
+def _row(job_id: int, run: int, item: SignalBase, source: str, now: datetime) -> Signal:
     fields = item.model_dump(mode="json", exclude_none=True)
     data = {key: value for key, value in fields.items() if key not in COMMON}
     kind = fields["kind"]
     return Signal(
         job_id=job_id, run=run, pod=item.pod, uid=item.uid, seq=item.seq, kind=kind,
-        at=item.at or now, received_at=now, data=data,
+        source=source, at=item.at or now, received_at=now, data=data,
     )  # fmt: skip
 
 
-def store(job_id: int, run: int, items: Sequence[SignalBase]) -> tuple[int, int]:
+def store(
+    job_id: int, run: int, items: Sequence[SignalBase], source: str = "signal"
+) -> tuple[int, int]:
     """(accepted, duplicates): one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two requests
     racing with the same message count it once between them."""
     now = timezone.now()
-    rows = [_row(job_id, run, item, now) for item in items]
+    rows = [_row(job_id, run, item, source, now) for item in items]
     fields = [f for f in Signal._meta.concrete_fields if not f.primary_key]
     inserted = Signal.objects._insert(  # type: ignore[attr-defined]
         rows, fields=fields, returning_fields=[Signal._meta.pk], on_conflict=OnConflict.IGNORE

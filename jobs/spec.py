@@ -23,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictStr,
     ValidationError,
 )
@@ -40,6 +41,7 @@ from jobs.spec_checks import (
     resolve_project,
     workflow_children,
 )
+from jobs.status.workload import HEARTBEAT_SECONDS, MIN_THRESHOLD
 from jobs.validators import JOB_NAME_MAX as JOB_NAME_MAX  # re-exported for callers
 from jobs.validators import (
     Count,
@@ -119,6 +121,19 @@ class TaskSpec(_Strict):
     )
 
 
+MAX_THRESHOLD = 7 * 24 * 3600  # seconds: a week
+
+
+class JobPolicies(_Strict):
+    """What the console does with the workload's word (jobs.status.workload, jobs.workload);
+    stored in `Job.spec["policies"]`, so clone and resume keep them."""
+
+    stop_on_completion: StrictBool = False
+    heartbeat_seconds: int = Field(default=HEARTBEAT_SECONDS, ge=MIN_THRESHOLD, le=MAX_THRESHOLD)
+    stall_after_seconds: int | None = Field(default=None, ge=MIN_THRESHOLD, le=MAX_THRESHOLD)
+    progress_from_logs: StrictBool = False
+
+
 class JobSpec(_Strict):
     """A Job as submitted. `project` and `namespace` are filled in by `parse_job_spec`."""
 
@@ -127,6 +142,7 @@ class JobSpec(_Strict):
     project: StrictStr | None = None
     namespace: Annotated[StrictStr | None, AfterValidator(validate_namespace)] = None
     tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
+    policies: JobPolicies = Field(default_factory=lambda: JobPolicies())
 
 
 class WorkflowJobSpec(JobSpec):
@@ -135,10 +151,18 @@ class WorkflowJobSpec(JobSpec):
     depends_on: list[StrictStr] = Field(default_factory=list)
 
 
+class WorkflowPolicies(_Strict):
+    """`advance_on_workload_success`: a child whose workload reported success counts as
+    Succeeded for its dependants and the Workflow's phase (jobs.status.lifecycle.counted_phase)."""
+
+    advance_on_workload_success: StrictBool = False
+
+
 class WorkflowSpec(_Strict):
     name: Annotated[StrictStr, AfterValidator(validate_workflow_name)]
     project: StrictStr | None = None
     jobs: list[WorkflowJobSpec] = Field(min_length=1, max_length=MAX_WORKFLOW_JOBS)
+    policies: WorkflowPolicies = Field(default_factory=lambda: WorkflowPolicies())
 
 
 # --- pydantic errors in words --------------------------------------------------------------
@@ -149,6 +173,7 @@ _MESSAGES = {
     "extra_forbidden": gettext_lazy("Unknown field."),
     "string_type": gettext_lazy("Must be a string."),
     "int_type": gettext_lazy("Must be a whole number."),
+    "bool_type": gettext_lazy("Must be true or false."),
     "int_parsing": gettext_lazy("Must be a whole number."),
     "int_from_float": gettext_lazy("Must be a whole number."),
     "finite_number": gettext_lazy("Must be a finite number."),
@@ -261,6 +286,7 @@ def spec_of(job: Job) -> JobSpec:
             "project": job.project.name,
             "namespace": job.namespace,
             "tasks": job.spec["tasks"],
+            "policies": job.spec.get("policies", {}),
         }
     )
 

@@ -43,6 +43,7 @@ from jobs.models import Job, Task, Workflow
 from jobs.status.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.status.observed import TaskView, addon_view, task_view
 from jobs.status.problems import node_message, pod_reason
+from jobs.workload import counted_children
 from workers.models import PodInstance, Worker
 
 
@@ -352,8 +353,8 @@ def derive_workflows(state: State, changes: Changes, now: datetime) -> None:
     ours = {job.pk: JobPhase(job.phase) for job in state.jobs if job.delete_requested_at is None}
     children: dict[int, list[JobPhase]] = defaultdict(list)
     rows = Job.objects.filter(workflow_id__in=ids, delete_requested_at__isnull=True)
-    for pk, workflow_id, phase in rows.values_list("pk", "workflow_id", "phase"):
-        children[workflow_id].append(ours.get(pk, JobPhase(phase)))
+    for child in counted_children(rows, ours):
+        children[child.workflow_id or 0].append(child.phase)
     stored = Workflow.objects.filter(pk__in=ids).values_list(
         "pk", "phase", "message", "finished_at"
     )

@@ -22,6 +22,7 @@ from jobs.choices import JobPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task, WorkflowEdge
 from jobs.signals import signal_token, signal_url
 from jobs.status.lifecycle import blocked_by
+from jobs.workload import counted_children
 from workers.models import PodInstance, Worker
 
 
@@ -315,7 +316,7 @@ def load_blocked(jobs: Sequence[JobRow]) -> dict[int, list[str]]:
     edges = WorkflowEdge.objects.filter(workflow_id__in=workflows).values_list(
         "upstream_id", "downstream_id"
     )
-    children = Job.objects.filter(workflow_id__in=workflows).values_list("pk", "name", "phase")
-    names = {pk: name for pk, name, _ in children}
-    phases = {pk: JobPhase(phase) for pk, _, phase in children}
+    children = counted_children(Job.objects.filter(workflow_id__in=workflows))
+    names = {child.pk: child.name for child in children}
+    phases = {child.pk: child.phase for child in children}
     return blocked_upstreams(jobs, list(edges), names, phases)

@@ -176,6 +176,16 @@ def workflow_phase(children: Sequence[JobPhase]) -> WorkflowPhase:
     return WorkflowPhase.PENDING
 
 
+def counted_phase(phase: JobPhase, *, workload_succeeded: bool, advance: bool) -> JobPhase:
+    """A child Job's phase as its Workflow counts it, for its dependants and for the Workflow's
+    phase. A StatefulSet Job never Succeeds (spec §Task status), so a Workflow of them never
+    finishes; with the Workflow's `advance_on_workload_success`, a child whose workload reported
+    success counts as Succeeded (its own phase is left as it is). A Failed Job stays Failed."""
+    if advance and workload_succeeded and phase != JobPhase.FAILED:
+        return JobPhase.SUCCEEDED
+    return phase
+
+
 class CycleError(ValueError):
     """The edges of a Workflow do not form a DAG."""
 

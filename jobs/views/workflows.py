@@ -23,6 +23,7 @@ from jobs.dag import DagLayout, DagNode, layout
 from jobs.diagnostics import shows_diagnostics
 from jobs.models import Task, Workflow
 from jobs.status.lifecycle import CycleError, blocked_by
+from jobs.workload import counted_children
 
 PAGE_SIZE = 50
 WORKFLOW_FIELDS = ("pk", "name", "project__name", "phase", "message", "created_at")
@@ -64,8 +65,12 @@ CHILD_FIELDS = ("pk", "name", "phase", "message", "cluster__name", "delete_reque
 
 
 def _children(workflow: Workflow) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The child Jobs (two queries whatever their number) and the edges between them, by id."""
+    """The child Jobs (three queries whatever their number), each with the phase its Workflow
+    counts (`counted`: jobs.workload.counted_children), and the edges between them, by id."""
     jobs = list(workflow.jobs.values(*CHILD_FIELDS).order_by("name", "pk"))
+    counted = {child.pk: child.phase for child in counted_children(workflow.jobs.all())}
+    for job in jobs:
+        job["counted"] = counted[job["pk"]]
     known = {str(job["pk"]) for job in jobs}
     edges = [
         (str(up), str(down))
@@ -76,9 +81,10 @@ def _children(workflow: Workflow) -> tuple[list[dict[str, Any]], list[tuple[str,
 
 
 def _child_rows(jobs: list[dict[str, Any]], edges: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """Each child with the names it depends on and those it still waits for (`blocked_by`)."""
+    """Each child with the names it depends on and those it still waits for (`blocked_by`,
+    with each upstream's phase as the Workflow counts it)."""
     names = {str(job["pk"]): job["name"] for job in jobs}
-    phases = {str(job["pk"]): JobPhase(job["phase"]) for job in jobs}
+    phases = {str(job["pk"]): job["counted"] for job in jobs}
     return [
         {
             **job,
@@ -98,7 +104,7 @@ def _picture(dag: DagLayout, jobs: list[dict[str, Any]]) -> dict[str, Any]:
         job = by_id[box.id]
         label = JobPhase(box.phase).label
         boxes.append({"box": box, "icon": icon, "tone": tone, "job": job, "phase_label": label})
-    succeeded = {job_id for job_id, job in by_id.items() if job["phase"] == JobPhase.SUCCEEDED}
+    succeeded = {job_id for job_id, job in by_id.items() if job["counted"] == JobPhase.SUCCEEDED}
     arrows = [{"arrow": arrow, "done": arrow.upstream in succeeded} for arrow in dag.arrows]
     return {"width": dag.width, "height": dag.height, "boxes": boxes, "arrows": arrows}
 

@@ -1,0 +1,60 @@
+"""The record of what was done to a Job: one Operation row, and the same fact in the audit trail.
+
+Written by the users' operations (jobs.operations) and by the console itself when a Job's policy
+acts (jobs.workload: no user then).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.utils import translation
+
+from console import audit
+from jobs.choices import Action
+from jobs.messages import Message, encode, render_text
+from jobs.models import Job, Operation
+
+User = AbstractBaseUser | AnonymousUser
+Result = Operation.Result
+
+
+def owner(user: User) -> Any:
+    """The user to store: None for the console itself (an anonymous user)."""
+    return user if user.is_authenticated else None
+
+
+def _in_english(message: Message) -> str:
+    """The trail is read by operators of every language: one language, the source one."""
+    with translation.override("en"):
+        return render_text(encode(message))
+
+
+def _audit(user: User, job: Job, action: Action, result: Result, message: Message) -> None:
+    """The same fact in the audit trail, with where the request came from (console.audit)."""
+    audited = audit.Result.ACCEPTED if result == Result.ACCEPTED else audit.Result.REFUSED
+    audit.record(
+        audit.Action(f"job.{action}"),
+        user=owner(user),
+        target=f"job {job.name} (#{job.pk}) in {job.project.name}",
+        result=audited,
+        detail=_in_english(message),
+    )
+
+
+def record_operation(
+    user: User, job: Job, action: Action, result: Result, message: Message, *, attached: bool = True
+) -> Operation:
+    """`attached=False` when the Job row may be gone already: the record keeps only its name.
+    The message is stored as a code (jobs.messages): each reader sees it in their language."""
+    _audit(user, job, action, result, message)
+    return Operation.objects.create(
+        job=job if attached else None,
+        job_name=job.name,
+        project_id=job.project_id,
+        user=owner(user),
+        action=action,
+        result=result,
+        message=encode(message),
+    )

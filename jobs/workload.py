@@ -1,0 +1,257 @@
+"""A Job's workload: its messages stored and folded into one report row as they arrive, its
+state derived when read (jobs.status.workload), and the policies that act on its completion.
+
+Every source goes through `record`: signals posted by the pods (the API), a completion JSON in a
+container's termination message and progress lines read from the head pod's log (the poller's
+fallbacks). The fold keeps the newest message of each kind and the last step advances; it runs
+under the report row's lock, so concurrent requests from many pods never lose one another's word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from jobs import signals
+from jobs.choices import Action, JobPhase, SignalSource
+from jobs.messages import Message
+from jobs.models import Job, WorkloadReport
+from jobs.records import Result, record_operation
+from jobs.signals import COMMON, SignalBase
+from jobs.status.lifecycle import TransitionRefused, counted_phase, phase_after_stop
+from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive
+
+
+@dataclass(frozen=True)
+class Recorded:
+    accepted: int
+    duplicates: int
+    stopped: bool  # the Job's stop_on_completion stopped it: its caller reconciles it
+
+
+def record(
+    job: Job, run: int, items: Sequence[SignalBase], source: SignalSource = SignalSource.SIGNAL
+) -> Recorded:
+    """Store the messages (deduplicated), fold them into the report, and act on a completion
+    (policy `stop_on_completion`)."""
+    accepted, duplicates = signals.store(job.pk, run, items, source)
+    outcome = fold(job.pk, run, items, source, timezone.now())
+    stopped = False
+    if outcome and run == job.run and Policies.of(job.spec).stop_on_completion:
+        stopped = stop_on_completion(job, outcome)
+    return Recorded(accepted, duplicates, stopped)
+
+
+def stop_on_completion(job: Job, outcome: str) -> bool:
+    """Policy `stop_on_completion`: the console itself stops a Job whose workload reported its
+    completion, so its GPUs are freed (spec §Job status: Pending/Running -> Stopped; a Failed Job
+    stays Failed and releases what it holds). Recorded as an Operation with no user, in the
+    same conditional UPDATE as a user's stop (jobs.operations). Nothing happens, and nothing is
+    recorded, when the Job is being deleted, already stopped, or may not be stopped."""
+    for _attempt in range(5):
+        row = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
+        state = row.values_list("phase", "stopped").first()
+        if state is None or state[1]:
+            return False
+        try:
+            target = phase_after_stop(JobPhase(state[0]), False)
+        except TransitionRefused:
+            return False
+        with transaction.atomic():
+            if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
+                job.refresh_from_db()
+                reason = Message("operation.stopped_on_completion", {"outcome": outcome})
+                record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
+                return True
+    return False
+
+
+# --- the fold ----------------------------------------------------------------------------------
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat()
+
+
+def _entry(item: SignalBase, source: SignalSource, now: datetime) -> dict[str, Any]:
+    fields = item.model_dump(mode="json", exclude_none=True)
+    entry = {key: value for key, value in fields.items() if key not in COMMON}
+    at = item.at or now
+    stamp = {"pod": item.pod, "at": _iso(at), "received_at": _iso(now), "source": source}
+    return entry | stamp | {"kind": getattr(item, "kind", "")}
+
+
+def fold(
+    job_id: int, run: int, items: Iterable[SignalBase], source: SignalSource, now: datetime
+) -> str:
+    """Fold messages into the Job's report; the completion outcome they carried, else ""."""
+    with transaction.atomic():
+        blank = WorkloadReport(job_id=job_id, run=run, first_received_at=now, last_received_at=now)
+        WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
+        report = WorkloadReport.objects.select_for_update().get(job_id=job_id)
+        if report.run > run:  # a late word from an earlier run: the report is the current one's
+            return ""
+        if report.run < run:
+            report.run, report.first_received_at, report.outcome = run, now, ""
+            report.latest, report.steps = {}, []
+        outcome = ""
+        for item in sorted(items, key=lambda item: item.at or now):
+            outcome = _fold_one(report, _entry(item, source, now), item.at or now) or outcome
+        report.last_received_at = max(report.last_received_at, now)
+        report.save()
+    return outcome
+
+
+def _fold_one(report: WorkloadReport, entry: dict[str, Any], at: datetime) -> str:
+    """Keep `entry` when it is the newest of its kind; the outcome when it is a completion."""
+    kind = entry.pop("kind")
+    latest: dict[str, Any] = report.latest
+    previous = latest.get(kind)
+    if previous is not None and previous["at"] > entry["at"]:
+        return ""  # an older message arriving late changes nothing
+    if kind == "progress":
+        _advance(report, previous, entry, at)
+    if kind == "phase" and entry["phase"] == "starting":
+        # A new attempt began (a re-created or restarted process): an earlier completion is over.
+        completion = latest.get("completion")
+        if completion is not None and completion["at"] < entry["at"]:
+            latest.pop("completion")
+            report.outcome = ""
+    latest[kind] = entry
+    if kind == "completion":
+        report.outcome = entry["outcome"]
+        return str(entry["outcome"])
+    return ""
+
+
+def _advance(
+    report: WorkloadReport, previous: Mapping[str, Any] | None, entry: dict[str, Any], at: datetime
+) -> None:
+    """A step that moved is an advance: remember when it was received (the stall clock) and
+    where it stands (the step time). A step that went back (a restart from a checkpoint)
+    starts the history again."""
+    step = entry["step"]
+    if previous is not None and previous["step"] == step:
+        entry["advanced_at"] = previous.get("advanced_at", previous["received_at"])
+        return
+    entry["advanced_at"] = entry["received_at"]
+    steps: list[list[Any]] = report.steps
+    if previous is not None and step < previous["step"]:
+        steps.clear()
+    steps.append([at.timestamp(), step])
+    del steps[:-RECENT_STEPS]
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+REPORT_FIELDS = ("run", "first_received_at", "last_received_at", "latest", "steps")
+
+
+def report_of(row: WorkloadReport | None) -> Report | None:
+    if row is None:
+        return None
+    return Report(**{name: getattr(row, name) for name in REPORT_FIELDS})
+
+
+def workload_of(job: Job, now: datetime | None = None) -> Workload:
+    """The Job's workload state (one query unless the report was selected with the Job)."""
+    try:
+        row = job.workload
+    except WorkloadReport.DoesNotExist:
+        row = None
+    return derive(
+        report_of(row), JobPhase(job.phase), job.run, Policies.of(job.spec), now or timezone.now()
+    )
+
+
+def with_workload(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """The Jobs with their report joined, so a list derives every state without a query each."""
+    return jobs.select_related("workload")
+
+
+# --- Workflows ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Child:
+    """A child Job of a Workflow with its phase as the Workflow counts it."""
+
+    pk: int
+    name: str
+    workflow_id: int | None
+    phase: JobPhase
+
+
+def counted_children(
+    children: QuerySet[Job], phases: Mapping[int, JobPhase] | None = None
+) -> list[Child]:
+    """Each child with its phase as its Workflow counts it (lifecycle.counted_phase): with the
+    Workflow's `advance_on_workload_success`, a child whose workload reported success in its
+    current run counts as Succeeded. `phases` overrides stored phases (the sync's fresh ones).
+    One query."""
+    rows = children.values_list(
+        "pk", "name", "workflow_id", "phase", "run", "workload__run", "workload__outcome",
+        "workflow__policies",
+    )  # fmt: skip
+    phases = phases or {}
+    counted = []
+    for pk, name, workflow_id, phase, run, report_run, outcome, policies in rows:
+        succeeded = report_run == run and outcome == "succeeded"
+        advance = bool((policies or {}).get("advance_on_workload_success"))
+        own = phases.get(pk, JobPhase(phase))
+        counted.append(
+            Child(
+                pk,
+                name,
+                workflow_id,
+                counted_phase(own, workload_succeeded=succeeded, advance=advance),
+            )
+        )
+    return counted
+
+
+# --- one description for the page, the fragment and the API ------------------------------------
+
+
+def _stamped(entry: Mapping[str, Any] | None, *keys: str) -> dict[str, Any] | None:
+    """Some fields of a kept message, with when it was reported and where it came from."""
+    if not entry:
+        return None
+    shown = {key: entry.get(key) for key in keys}
+    return shown | {"reported_at": entry.get("at"), "source": entry.get("source")}
+
+
+def describe(workload: Workload, now: datetime) -> dict[str, Any]:
+    """The workload as the API's `workload` object gives it (and as the Workload panel shows it)."""
+    ray = workload.ray
+    eta = workload.eta_seconds
+    return {
+        "state": workload.state,
+        "source": workload.source,
+        "reported_at": workload.reported_at,
+        "reason": workload.reason,
+        "phase": workload.phase,
+        "step": workload.step,
+        "max_steps": workload.max_steps,
+        "step_seconds": workload.step_seconds,
+        "eta": now + timedelta(seconds=eta) if eta is not None else None,
+        "metrics": dict(workload.metrics),
+        "last_heartbeat_at": workload.last_heartbeat_at,
+        "last_message_at": workload.last_message_at,
+        "stall_after_seconds": workload.stall_after_seconds,
+        "last_checkpoint": _stamped(workload.last_checkpoint, "step", "path"),
+        "ray": (
+            {"expected": ray.get("expected_nodes"), "alive": ray.get("alive_nodes")}
+            | (_stamped(ray, "gpus") or {})
+            if ray
+            else None
+        ),
+        "completion": _stamped(workload.completion, "outcome", "exit_code", "reason", "message"),
+    }
