@@ -130,6 +130,7 @@ CODES: dict[str, Promise | str] = {
     "workload.degraded": _("%(alive)s of %(expected)s Ray nodes alive."),
     "workload.stalled": _("Step %(step)s has not advanced for %(seconds)s s (limit %(limit)s s)."),
     "workload.progressing": _("At step %(step)s."),
+    "workload.phase": _("The workload reports the phase %(phase)s."),
     "workload.no_steps": _("The workload speaks but reports no training step yet."),
     "workload.completed": _("The workload reported %(outcome)s. %(detail)s"),
     "workload.completed_code": _(

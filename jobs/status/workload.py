@@ -13,6 +13,7 @@ The order of the rules, strongest first:
   Starting             its pods are not all up yet (Pending) but it has spoken;
   Unresponsive         no message for 3 heartbeat intervals while its pods run;
   Degraded             fewer Ray nodes alive than expected;
+  Starting             its last word is that it (re)starts, newer than its last step;
   Stalled              no step advance within the stall threshold;
   Progressing          it reports steps;
   Starting             it speaks but reports no step yet.
@@ -40,6 +41,9 @@ STALL_STEPS = 5  # a derived stall threshold is this many typical step times
 RECENT_STEPS = 12  # step advances kept to judge the step time
 # While the workload says it checkpoints or evaluates, the stall clock starts from that phase.
 PAUSING_PHASES = frozenset({"checkpointing", "evaluating"})
+# A process that says it is (re)starting has no step of its own yet, whatever an earlier
+# process reported.
+STARTING_PHASES = frozenset({"starting", "waiting_for_nodes", "initializing"})
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,9 @@ def _state(
     if ray and ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0):
         alive = {"alive": ray["alive_nodes"], "expected": ray["expected_nodes"]}
         return WorkloadState.DEGRADED, "ray", Message("workload.degraded", alive)
+    phase = latest.get("phase") or {}
+    if phase.get("phase") in STARTING_PHASES and phase["at"] > latest.get("progress", phase)["at"]:
+        return WorkloadState.STARTING, "phase", Message("workload.phase", {"phase": phase["phase"]})
     if "progress" in latest:
         since = _stall_clock(report)
         idle = (now - since).total_seconds() if since else 0.0
