@@ -31,7 +31,7 @@ from pydantic import ValidationError as ModelInvalid
 
 from console import audit, metrics, ratelimit
 from console.models import Addon, ApiToken, Cluster, Node
-from jobs import pod_logs, signals, workload
+from jobs import pod_logs, rlinf, signals, workload
 from jobs.access import (
     cannot_create,
     cannot_operate,
@@ -84,6 +84,7 @@ from jobs.spec import (
     check_plain_data,
     errors_from_validation,
     parse_job_spec,
+    parse_rlinf_spec,
     parse_workflow_spec,
 )
 from workers.models import Worker
@@ -397,7 +398,11 @@ def submit_job(request: HttpRequest) -> Status[Job]:
     """Creates a Job (Pending) from a JobSpec; the console then creates its workloads."""
     user, data = _user(request), _json_body(request)
     _forbid_viewer(user, data.get("project"))
-    job = create_job(user, parse_job_spec(data, user))
+    if data.get("template") == rlinf.TEMPLATE and "rlinf" in data:
+        spec = parse_rlinf_spec(data, user)
+    else:
+        spec = parse_job_spec(data, user)
+    job = create_job(user, spec)
     return Status(201, _job(user, job.pk))
 
 

@@ -108,6 +108,7 @@ def _insert_job(
     template: dict[str, Any] = {
         "tasks": [task.model_dump(mode="json") for task in spec.tasks],
         "policies": spec.policies.model_dump(mode="json"),
+        "template": spec.template,
     }
     job = Job.objects.create(
         project=Project.objects.get(name=spec.project),

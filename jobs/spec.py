@@ -13,7 +13,7 @@ The field rules live in `jobs.validators`, the cross-field and database checks i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -30,10 +30,12 @@ from pydantic import (
 
 from console.models import Project
 from console.yaml_input import SPEC_MAX_NODES, YamlRefused, load_yaml
+from jobs import rlinf
 from jobs.choices import TaskKind
 from jobs.models import Job
 from jobs.spec_checks import (
     check_child,
+    check_gpu_capacity,
     check_roles,
     check_target,
     check_workflow_graph,
@@ -143,6 +145,8 @@ class JobSpec(_Strict):
     namespace: Annotated[StrictStr | None, AfterValidator(validate_namespace)] = None
     tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
     policies: JobPolicies = Field(default_factory=lambda: JobPolicies())
+    # The template that made the spec (jobs.rlinf), kept so the job page can say so.
+    template: Literal["rlinf"] | None = None
 
 
 class WorkflowJobSpec(JobSpec):
@@ -244,6 +248,49 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
     return _resolved(spec, project, namespace)
 
 
+def parse_rlinf_spec(data: Any, user: User) -> JobSpec:
+    """A Job spec made by the "RLinf on Ray" template (jobs.rlinf) from `{"template": "rlinf",
+    "name", "cluster", "project"?, "namespace"?, "policies"?, "rlinf": {...}}`: the choices are
+    checked (errors under `rlinf.`), the GPUs per node against the cluster's synced Nodes, and
+    the expanded spec as any other."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("rlinf"), Mapping):
+        raise SpecInvalid({"rlinf": gettext("The RLinf template needs its choices under rlinf.")})
+    check_plain_data(data)
+    errors: dict[str, str] = {}
+    try:
+        choices = rlinf.RlinfIn.model_validate(data["rlinf"])
+    except ValidationError as exc:
+        errors.update(errors_from_validation(exc, "rlinf."))
+        placement = [
+            e
+            for e in exc.errors()
+            if isinstance(e.get("ctx", {}).get("error"), rlinf.PlacementInvalid)
+        ]
+        for error in placement:
+            invalid = error["ctx"]["error"]
+            errors.pop("rlinf.", None)
+            errors[f"rlinf.placement.{invalid.component}"] = str(invalid)
+        raise SpecInvalid(errors) from None
+    check_gpu_capacity(
+        data.get("cluster"), choices.nodes, choices.gpus_per_node, errors, "rlinf.gpus_per_node"
+    )
+    name = data.get("name")
+    expanded = rlinf.expand(name if isinstance(name, str) else "", choices)
+    given = ("name", "cluster", "project", "namespace", "policies")
+    expanded |= {key: data[key] for key in given if key in data}
+    policies = data.get("policies", {})
+    if isinstance(policies, Mapping):
+        expanded["policies"] = rlinf.POLICIES | dict(policies)
+    try:
+        spec = parse_job_spec(expanded | {"template": rlinf.TEMPLATE}, user)
+    except SpecInvalid as invalid:
+        errors.update(invalid.errors)
+        spec = None
+    if errors or spec is None:
+        raise SpecInvalid(errors)
+    return spec
+
+
 def load_spec_yaml(text: str) -> Any:
     """The values of a spec written as YAML, not yet checked; SpecInvalid({"yaml": ...}) when
     the text cannot be read."""
@@ -287,6 +334,7 @@ def spec_of(job: Job) -> JobSpec:
             "namespace": job.namespace,
             "tasks": job.spec["tasks"],
             "policies": job.spec.get("policies", {}),
+            "template": job.spec.get("template"),
         }
     )
 

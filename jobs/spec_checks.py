@@ -12,7 +12,7 @@ from typing import Any
 
 from django.utils.translation import gettext
 
-from console.models import Cluster, Project
+from console.models import Cluster, Node, Project
 from jobs.access import User, projects_for
 from jobs.choices import TaskKind
 from jobs.models import Job, Workflow
@@ -235,3 +235,39 @@ def check_workflow_name_free(name: Any, project: Project | None, errors: dict[st
 def workflow_children(data: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
     """The Workflow's child Jobs that are mappings, with their positions in `jobs`."""
     return [(i, c) for i, c in enumerate(_list(data.get("jobs"))) if isinstance(c, Mapping)]
+
+
+def check_gpu_capacity(
+    cluster_name: Any, nodes: int, gpus_per_node: int, errors: dict[str, str], path: str
+) -> None:
+    """A run of `nodes` nodes of `gpus_per_node` GPUs each fits the cluster's synced Nodes:
+    some Online, schedulable Node has that many GPUs (the largest is named when none has), and
+    enough of them do. A cluster whose Nodes were never seen is not judged."""
+    if not isinstance(cluster_name, str) or not gpus_per_node:
+        return
+    schedulable = Node.objects.filter(
+        cluster__name=cluster_name, phase=Node.Phase.ONLINE, unschedulable=False
+    )
+    largest = schedulable.order_by("-gpu_capacity", "name").values_list("name", "gpu_capacity")
+    top = largest.first()
+    if top is None:
+        return
+    if top[1] < gpus_per_node:
+        message = gettext(
+            "The largest schedulable node of %(cluster)s, %(node)s, has %(gpus)s GPUs."
+        )
+        _add(errors, path, message % {"cluster": cluster_name, "node": top[0], "gpus": top[1]})
+        return
+    fitting = schedulable.filter(gpu_capacity__gte=gpus_per_node).count()
+    if fitting < nodes:
+        message = gettext(
+            "Only %(fitting)s schedulable nodes of %(cluster)s have %(gpus)s GPUs; "
+            "the run needs %(nodes)s."
+        )
+        params = {
+            "fitting": fitting,
+            "cluster": cluster_name,
+            "gpus": gpus_per_node,
+            "nodes": nodes,
+        }
+        _add(errors, path, message % params)

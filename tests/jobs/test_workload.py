@@ -4,6 +4,7 @@ the API's `workload` and `policies`, stop_on_completion and advance_on_workload_
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,7 +39,7 @@ def running_job(alice: User, cluster: Cluster, name: str = "ppo", **policies: An
     )  # fmt: skip
 
 
-def items(*messages: dict[str, Any]) -> list[SignalBase]:
+def items(*messages: dict[str, Any]) -> Sequence[SignalBase]:
     return BATCH.validate_python([{"pod": POD, "uid": UID, **m} for m in messages])
 
 

@@ -1,0 +1,245 @@
+"""The "RLinf on Ray" template: a few choices expanded into an ordinary Job spec, visible and
+editable, which is what is stored, cloned and resumed.
+
+The traps it removes (RLinf's own multi-node guide and launch scripts):
+- Ray freezes a node's environment at `ray start`, so `RLINF_NODE_RANK` is exported before it,
+  on every node: 0 on the head, the StatefulSet ordinal + 1 on the workers;
+- `ray start` returns at once unless `--block`, and a container whose process returned exits:
+  each node keeps its `ray start --block` as the container's life;
+- the driver must run inside the head (`ray.init(address="auto")` elsewhere starts a private
+  Ray and waits for its nodes for ever): the head runs Ray in the background and the driver
+  wrapper (`client/trainyard_driver.py`) in front, which waits for the expected nodes, keeps the
+  entry's real exit code (no `tee` swallowing it), reports progress and completion, and then
+  idles, so the StatefulSet never reruns finished training;
+- `runner.logger.log_path` defaults to a timestamped directory: the template sets a stable one
+  on the output volume, so a re-created pod finds its outputs and checkpoints again.
+
+Pure: the choices in, a JobSpec-shaped dict out (`jobs.spec.parse_job_spec` checks it as any
+other spec). The workers reach the head through the headless Service every StatefulSet Task
+gets (console.kube.manifests): `<job>-head-0.<job>-head`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, model_validator
+
+from jobs.validators import (
+    Count,
+    Quantity,
+    validate_cpu,
+    validate_env,
+    validate_image,
+    validate_memory,
+)
+
+TEMPLATE = "rlinf"
+RAY_PORT = 6379
+REPO = "/workspace/RLinf"  # where RLinf's images keep the checkout
+DRIVER = "/opt/trainyard/trainyard_driver.py"
+MAX_NODES = 64
+MAX_GPUS = 64
+MAX_OVERRIDES = 64
+# The template's policies unless the request chooses otherwise: a finished run frees its GPUs.
+POLICIES = {"stop_on_completion": True}
+# The entry scripts of RLinf's examples, and their configuration directories.
+ENTRIES = {
+    "embodied": ("examples/embodiment/train_embodied_agent.py", "examples/embodiment/config"),
+    "reasoning": ("examples/reasoning/main_grpo.py", "examples/reasoning/config/math"),
+}
+# A Hydra override: key=value, the key optionally prefixed with +, ++ or ~ (Hydra's grammar).
+_OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w.\-/@]*=.*$", re.S)
+_PATH = re.compile(r"^/[\w.\-/]*$")
+_CONFIG = re.compile(r"^[\w.\-/]+$")
+
+
+def _override(value: str) -> str:
+    if not _OVERRIDE.match(value) or "\n" in value:
+        raise ValueError(f"{value!r} is not a Hydra override (key=value).")
+    return value
+
+
+def _absolute(value: str) -> str:
+    if not _PATH.match(value) or "/../" in f"{value}/":
+        raise ValueError("Must be an absolute path of letters, digits, '.', '-', '_' and '/'.")
+    return value
+
+
+def _entry(value: str) -> str:
+    if value in ENTRIES:
+        return value
+    _absolute(value)
+    if not value.endswith(".py"):
+        raise ValueError("Must be embodied, reasoning, or the absolute path of a .py script.")
+    return value
+
+
+def _config_name(value: str) -> str:
+    if not _CONFIG.match(value):
+        raise ValueError("Must be a Hydra config name (letters, digits, '.', '-', '_', '/').")
+    return value
+
+
+class RlinfIn(BaseModel):
+    """What a user chooses; everything else follows from it (see the module's docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: Annotated[StrictStr, AfterValidator(validate_image)]
+    nodes: Count = Field(default=1, ge=1, le=MAX_NODES)
+    gpus_per_node: Count = Field(default=8, ge=0, le=MAX_GPUS)
+    cpu: Annotated[Quantity, AfterValidator(validate_cpu)] = "16"
+    memory: Annotated[Quantity, AfterValidator(validate_memory)] = "128Gi"
+    entry: Annotated[StrictStr, AfterValidator(_entry)] = "embodied"
+    config_name: Annotated[StrictStr, AfterValidator(_config_name)]
+    overrides: list[Annotated[StrictStr, AfterValidator(_override)]] = Field(
+        default_factory=list, max_length=MAX_OVERRIDES
+    )
+    repo_path: Annotated[StrictStr, AfterValidator(_absolute)] = REPO
+    log_path: Annotated[StrictStr, AfterValidator(_absolute)] | None = None
+    resume_from: Annotated[StrictStr, AfterValidator(_absolute)] | Literal["auto"] | None = None
+    placement: dict[StrictStr, StrictStr] = Field(default_factory=dict, max_length=16)
+    env: Annotated[dict[StrictStr, StrictStr], AfterValidator(validate_env)] = Field(
+        default_factory=dict
+    )
+
+    @model_validator(mode="after")
+    def _placement(self) -> RlinfIn:
+        for component, rule in self.placement.items():
+            error = placement_error(component, rule, self.nodes, self.gpus_per_node)
+            if error:
+                raise PlacementInvalid(component, error)
+        return self
+
+
+class PlacementInvalid(ValueError):
+    """A placement RLinf would refuse, with the component it is about."""
+
+    def __init__(self, component: str, reason: str) -> None:
+        super().__init__(f"{component}: {reason}.")
+        self.component = component
+
+
+def head_dns(job: str) -> str:
+    return f"{job}-head-0.{job}-head"
+
+
+def log_path(job: str, choices: RlinfIn) -> str:
+    """Stable across pods and runs: a re-created pod finds its outputs and checkpoints again."""
+    return choices.log_path or f"/output/{job}"
+
+
+def _entry_command(job: str, choices: RlinfIn) -> list[str]:
+    script, config_dir = ENTRIES.get(choices.entry, (choices.entry, ""))
+    command = ["python", f"{choices.repo_path}/{script}" if choices.entry in ENTRIES else script]
+    if config_dir:
+        command += ["--config-path", f"{choices.repo_path}/{config_dir}"]
+    command += ["--config-name", choices.config_name]
+    # Quoted for Hydra, which would read an unquoted `a,b` as a sweep.
+    command += [
+        f"cluster.component_placement.{name}='{rule}'" for name, rule in choices.placement.items()
+    ]
+    command += [
+        f"cluster.num_nodes={choices.nodes}",
+        f"runner.logger.log_path={log_path(job, choices)}",
+    ]
+    if choices.resume_from is not None and choices.resume_from != "auto":
+        command.append(f"runner.resume_dir={choices.resume_from}")
+    return command + list(choices.overrides)
+
+
+def head_script(job: str, choices: RlinfIn) -> str:
+    """The head container: Ray in the background, the driver wrapper in front (its exit
+    code is the entry's; afterwards it idles)."""
+    out = log_path(job, choices)
+    entry = shlex.join(_entry_command(job, choices))
+    resume = ""
+    if choices.resume_from == "auto":  # the newest global_step_N under the log path, if any
+        resume = (
+            f"latest=$(ls -d {shlex.quote(out)}/*/checkpoints/global_step_* 2>/dev/null "
+            "| sort -t_ -k3 -n | tail -n 1); "
+            'if [ -n "$latest" ]; then set -- "runner.resume_dir=$latest"; fi; '
+        )
+    return (
+        "set -eo pipefail; "
+        "export RLINF_NODE_RANK=0; "
+        f"mkdir -p {shlex.quote(out)}; "
+        f"ray start --head --port={RAY_PORT} --block & "
+        f"{resume}"
+        f"exec python {DRIVER} --expected-nodes {choices.nodes} "
+        f'--done-marker {shlex.quote(out)}/.trainyard-completed -- {entry} "$@"'
+    )
+
+
+def worker_script(job: str) -> str:
+    """A worker container: its rank from the StatefulSet ordinal (the pod's hostname ends with
+    it), exported before Ray starts; Ray blocks for the container's life."""
+    return (
+        "set -eo pipefail; "
+        "export RLINF_NODE_RANK=$(( ${HOSTNAME##*-} + 1 )); "
+        f"exec ray start --address={head_dns(job)}:{RAY_PORT} --block"
+    )
+
+
+def expand(job: str, choices: RlinfIn) -> dict[str, Any]:
+    """The Tasks of the Job spec the template makes (the caller adds name, cluster, project,
+    namespace and policies, and checks the whole with `jobs.spec.parse_job_spec`)."""
+    resources = {"cpu": choices.cpu, "memory": choices.memory, "gpu": choices.gpus_per_node}
+    env = dict(choices.env) | {
+        "RAY_DEDUP_LOGS": "0",
+        "EXPECTED_RAY_NODES": str(choices.nodes),
+    }
+    node = {"image": choices.image, "env": env, "resources": resources, "command": ["bash", "-c"]}
+    tasks = [{"role": "head", "replicas": 1, "args": [head_script(job, choices)], **node}]
+    if choices.nodes > 1:
+        worker = {"role": "worker", "replicas": choices.nodes - 1, "args": [worker_script(job)]}
+        tasks.append(worker | node)
+    return {"tasks": tasks}
+
+
+# --- placement ---------------------------------------------------------------------------------
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_COMPONENT = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def _span(text: str) -> range:
+    match = _RANGE.match(text.strip())
+    if not match:
+        raise ValueError(f"{text.strip()!r} is not a rank or a range a-b")
+    first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
+    if last < first:
+        raise ValueError(f"the range {text.strip()} runs backwards")
+    return range(first, last + 1)
+
+
+def placement_error(component: str, rule: str, nodes: int, gpus_per_node: int) -> str:
+    """Why RLinf would refuse `component: rule` on this many nodes and GPUs ("" when it would
+    accept it). RLinf's short form (its placement guide): `resource_ranks[:process_ranks]`
+    segments separated by commas; resources are GPU ranks (node ranks without GPUs) or `all`;
+    a segment without process ranks takes the next ones, one per resource; the process ranks
+    of a component run from 0 without gaps or repeats; in a segment, one count is a multiple
+    of the other."""
+    if not _COMPONENT.match(component) or component == "all":
+        return f"{component!r} is not a component name (one per entry: actor, rollout, ...)"
+    total = nodes * gpus_per_node if gpus_per_node else nodes
+    unit = "GPU" if gpus_per_node else "node"
+    processes: list[int] = []
+    try:
+        for segment in rule.split(","):
+            resource, _, process = segment.partition(":")
+            used = range(total) if resource.strip() == "all" else _span(resource)
+            if used and used[-1] >= total:
+                return f"{unit} rank {used[-1]} is beyond the {total} {unit}s of {nodes} node(s)"
+            ranks = _span(process) if process else range(len(processes), len(processes) + len(used))
+            if max(len(ranks), len(used)) % min(len(ranks), len(used)):
+                return f"{len(ranks)} processes cannot share {len(used)} {unit}s evenly"
+            processes.extend(ranks)
+    except ValueError as error:
+        return str(error)
+    if sorted(processes) != list(range(len(processes))):
+        return "process ranks must run from 0 without gaps or repeats"
+    return ""

@@ -1,0 +1,170 @@
+"""The "RLinf on Ray" template (jobs.rlinf): the rules its expansion follows, its checks, and
+the API that creates a Job from it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from console.kube.manifests import Target, headless_service, statefulset
+from console.models import ApiToken, Cluster, Node
+from jobs.models import Job
+from jobs.rlinf import RlinfIn, expand, head_script, placement_error, worker_script
+from jobs.spec import SpecInvalid, parse_rlinf_spec
+
+CHOICES = {"image": "rlinf/rlinf:agentic-rlinf0.1", "nodes": 3, "gpus_per_node": 8,
+           "config_name": "maniskill_ppo_openvlaoft"}  # fmt: skip
+
+
+def choices(**more: Any) -> RlinfIn:
+    return RlinfIn.model_validate(CHOICES | more)
+
+
+def test_the_head_exports_its_rank_before_ray_starts_and_runs_the_driver_in_front() -> None:
+    script = head_script("ppo", choices())
+    rank, ray, driver = (script.index(s) for s in ("RLINF_NODE_RANK=0", "ray start", "python /opt"))
+    assert rank < ray < driver
+    assert "ray start --head --port=6379 --block &" in script
+    assert "exec python /opt/trainyard/trainyard_driver.py --expected-nodes 3" in script
+    assert "set -eo pipefail" in script
+    assert "--done-marker /output/ppo/.trainyard-completed" in script
+    assert "runner.logger.log_path=/output/ppo" in script  # stable, not timestamped
+    assert "cluster.num_nodes=3" in script
+    assert "/workspace/RLinf/examples/embodiment/train_embodied_agent.py" in script
+
+
+def test_a_worker_takes_its_rank_from_its_ordinal_and_blocks_on_the_heads_address() -> None:
+    script = worker_script("ppo")
+    assert script.index("RLINF_NODE_RANK") < script.index("ray start")
+    assert "exec ray start --address=ppo-head-0.ppo-head:6379 --block" in script
+    ranked = subprocess.run(
+        ["bash", "-c", script.split("exec")[0] + 'echo "$RLINF_NODE_RANK"'],
+        env={"HOSTNAME": "ppo-worker-1", "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert ranked.stdout.strip() == "2"  # worker-0 is node 1, worker-1 node 2
+
+
+def test_the_scripts_are_valid_shell() -> None:
+    for script in (head_script("ppo", choices(resume_from="auto")), worker_script("ppo")):
+        subprocess.run(["bash", "-n", "-c", script], check=True)
+
+
+def test_the_tasks_are_a_head_and_nodes_minus_one_workers_with_gpu_limits() -> None:
+    tasks = expand("ppo", choices())["tasks"]
+    assert [(t["role"], t["replicas"]) for t in tasks] == [("head", 1), ("worker", 2)]
+    assert expand("ppo", choices(nodes=1))["tasks"][0]["role"] == "head"
+    assert len(expand("ppo", choices(nodes=1))["tasks"]) == 1
+    head = tasks[0]
+    target = Target(1, "ppo", "default", 1, 7, "head", "StatefulSet", 1, head)
+    container = statefulset(target)["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert container["command"] == ["bash", "-c"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["EXPECTED_RAY_NODES"] == "3"
+    assert headless_service(target)["spec"]["clusterIP"] == "None"  # the head's stable DNS name
+
+
+def test_overrides_placement_and_resume_reach_the_entry() -> None:
+    script = head_script(
+        "ppo",
+        choices(overrides=["runner.max_steps=200", "+algorithm.x=1"], resume_from="/output/ppo/c",
+                placement={"actor": "0-15", "rollout": "16-23"}),
+    )  # fmt: skip
+    assert "runner.max_steps=200" in script and "+algorithm.x=1" in script
+    assert "runner.resume_dir=/output/ppo/c" in script
+    assert "cluster.component_placement.actor='\"'\"'0-15'\"'\"'" in script  # quoted for Hydra
+
+
+@pytest.mark.parametrize(
+    ("component", "rule", "nodes", "gpus", "error"),
+    [
+        ("actor", "0-7", 1, 8, ""),
+        ("actor", "0-1:0-3,3-5,7-10:7-14", 2, 8, ""),
+        ("env", "all", 2, 8, ""),
+        ("actor", "0-16", 2, 8, "GPU rank 16 is beyond the 16 GPUs of 2 node(s)"),
+        ("actor", "0-2:0-1", 1, 8, "2 processes cannot share 3 GPUs evenly"),
+        ("actor", "0-3:1-4", 1, 8, "process ranks must run from 0 without gaps or repeats"),
+        ("actor", "3-1", 1, 8, "the range 3-1 runs backwards"),
+        ("actor", "x", 1, 8, "'x' is not a rank or a range a-b"),
+        ("actor,rollout", "0-7", 1, 8, "one per entry"),
+        ("agent", "0-1", 2, 0, ""),
+        ("agent", "0-2", 2, 0, "node rank 2 is beyond the 2 nodes of 2 node(s)"),
+    ],
+)
+def test_placements_are_judged_as_rlinf_would(
+    component: str, rule: str, nodes: int, gpus: int, error: str
+) -> None:
+    found = placement_error(component, rule, nodes, gpus)
+    assert (error in found and bool(found)) if error else found == ""
+
+
+# --- creating a Job from it --------------------------------------------------------------------
+
+
+def request(cluster: Cluster, **rlinf: Any) -> dict[str, Any]:
+    return {"template": "rlinf", "name": "ppo", "cluster": cluster.name, "rlinf": CHOICES | rlinf}
+
+
+def nodes(cluster: Cluster, *gpus: int) -> None:
+    now = timezone.now()
+    for index, count in enumerate(gpus):
+        Node.objects.create(
+            cluster=cluster, name=f"gpu-{index}", phase=Node.Phase.ONLINE, gpu_capacity=count,
+            observed_at=now,
+        )  # fmt: skip
+
+
+def test_it_refuses_what_rlinf_or_the_cluster_cannot_run(alice: User, cluster: Cluster) -> None:
+    nodes(cluster, 8, 8, 4)
+    with pytest.raises(SpecInvalid) as refused:
+        parse_rlinf_spec(request(cluster, gpus_per_node=16, placement={"actor": "0-99"}), alice)
+    assert refused.value.errors == {
+        "rlinf.placement.actor": "actor: GPU rank 99 is beyond the 48 GPUs of 3 node(s)."
+    }
+    with pytest.raises(SpecInvalid) as refused:
+        parse_rlinf_spec(request(cluster, gpus_per_node=16), alice)
+    assert refused.value.errors == {
+        "rlinf.gpus_per_node": f"The largest schedulable node of {cluster.name}, gpu-0, has 8 GPUs."
+    }
+    with pytest.raises(SpecInvalid) as refused:
+        parse_rlinf_spec(request(cluster, nodes=3, gpus_per_node=8), alice)
+    assert "Only 2 schedulable nodes" in refused.value.errors["rlinf.gpus_per_node"]
+    with pytest.raises(SpecInvalid) as refused:
+        parse_rlinf_spec(request(cluster, nodes=0, overrides=["no equals"], entry="run.sh"), alice)
+    assert set(refused.value.errors) == {"rlinf.nodes", "rlinf.overrides.0", "rlinf.entry"}
+
+
+def test_the_api_creates_the_expanded_job_which_is_what_is_stored_and_cloned(
+    alice: User, cluster: Cluster
+) -> None:
+    nodes(cluster, 8, 8)
+    token = ApiToken.issue(alice, "t")[1]
+    client = Client(headers={"Authorization": f"Bearer {token}"})
+    body = request(cluster, nodes=2)
+    answer = client.post("/api/v1/jobs", json.dumps(body), "application/json")
+    assert answer.status_code == 201, answer.json()
+    created = answer.json()
+    assert created["policies"]["stop_on_completion"] is True
+    assert [t["role"] for t in created["tasks"]] == ["head", "worker"]
+    job = Job.objects.get(pk=created["id"])
+    assert job.spec["template"] == "rlinf"
+    assert "ray start --head" in job.spec["tasks"][0]["args"][0]
+    clone = client.post(
+        f"/api/v1/jobs/{job.pk}/clone", json.dumps({"name": "ppo-2"}), "application/json"
+    )
+    assert clone.status_code == 201
+    cloned = Job.objects.get(pk=clone.json()["id"])
+    assert cloned.spec["template"] == "rlinf" and cloned.spec["tasks"] == job.spec["tasks"]
+    refused = client.post(
+        "/api/v1/jobs",
+        json.dumps(request(cluster, nodes="two") | {"name": "x"}),
+        "application/json",
+    )
+    assert refused.status_code == 422 and "rlinf.nodes" in refused.json()["errors"]
