@@ -20,6 +20,7 @@ from simcluster.nodeinfo import NodeRegistry
 from simcluster.nodes import NodeController, NodeShape
 from simcluster.resources import RESOURCES
 from simcluster.scheduling import Scheduler
+from simcluster.signals import SignalPoster
 from simcluster.store import Store
 from simcluster.writes import Writer
 
@@ -49,7 +50,8 @@ class Cluster:
         self.ctx = Context(self.store, self.clock, random.Random(seed))
         self.writer = Writer(self.ctx)
         self.registry = NodeRegistry()
-        self.kubelet = Kubelet(self.ctx, self.registry)
+        self.signals = SignalPoster()
+        self.kubelet = Kubelet(self.ctx, self.registry, self.signals)
         self.nodes = NodeController(self.ctx, self.registry, self.kubelet.resync_node)
         self.scheduler = Scheduler(self.ctx)
         self.gc = GarbageCollector(self.ctx)

@@ -13,6 +13,7 @@ from simcluster import images
 from simcluster.clock import go_duration
 from simcluster.nodeinfo import SimNode
 from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, crash_backoff_message
+from simcluster.trainer import Trainer
 from simcluster.workload import RAY_CHECK_EVERY, RAY_CHECK_FIRST, Instance, Kind
 
 SANDBOX_SECONDS = 1.0
@@ -29,10 +30,13 @@ HeadCheck = Callable[[PodRuntime, str], bool]
 
 
 class ContainerDriver:
-    def __init__(self, emit: Emit, head_reachable: HeadCheck, new_id: Callable[[], str]) -> None:
+    def __init__(
+        self, emit: Emit, head_reachable: HeadCheck, new_id: Callable[[], str], trainer: Trainer
+    ) -> None:
         self.emit = emit
         self.head_reachable = head_reachable
         self.new_id = new_id
+        self.trainer = trainer
 
     def replay(
         self, pod: PodRuntime, container: ContainerRuntime, node: SimNode, now: float
@@ -138,6 +142,8 @@ class ContainerDriver:
         c.until = at + (
             RAY_CHECK_FIRST if c.behaviour.kind is Kind.RAY_WORKER else c.behaviour.seconds
         )
+        if c.behaviour.kind is Kind.TRAIN:
+            self.trainer.begin(c, at)
 
     def _running_deadline(self, pod: PodRuntime, c: ContainerRuntime, at: float) -> None:
         behaviour = c.behaviour
@@ -148,6 +154,9 @@ class ContainerDriver:
             )
         elif behaviour.kind is Kind.RAY_WORKER:
             self._check_head(pod, c, at)
+        elif behaviour.kind is Kind.TRAIN:
+            if (ended := self.trainer.wake(pod, c, at)) is not None:
+                self.exit(pod, c, at, *ended, "natural")
         else:
             cause = "oom" if behaviour.kind is Kind.OOM else "natural"
             self.exit(pod, c, at, behaviour.exit_code, behaviour.exit_reason, cause)

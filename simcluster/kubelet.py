@@ -19,14 +19,17 @@ from simcluster.context import Context, object_reference
 from simcluster.downward import environment
 from simcluster.nodeinfo import NodeRegistry, SimNode
 from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, build_status
+from simcluster.signals import SignalPoster
 from simcluster.store import Key, Version
-from simcluster.workload import Instance, behaviour_of, log_lines
+from simcluster.trainer import Trainer
+from simcluster.workload import Instance, Kind, behaviour_of, log_lines
 
 Obj = dict[str, Any]
+JOB_LABEL = "trainyard.io/job"  # the console's label on every pod of a Job (console/kube)
 
 
 class Kubelet:
-    def __init__(self, ctx: Context, nodes: NodeRegistry) -> None:
+    def __init__(self, ctx: Context, nodes: NodeRegistry, signals: SignalPoster) -> None:
         self.ctx = ctx
         self.nodes = nodes
         self.pods: dict[str, PodRuntime] = {}
@@ -34,7 +37,8 @@ class Kubelet:
         self._timers: list[tuple[float, int, str]] = []
         self._sequence = 0
         self._writing = False
-        self.driver = ContainerDriver(self._emit, self._head_reachable, self.ctx.hex_id)
+        trainer = Trainer(signals, self._alive_ray_nodes)
+        self.driver = ContainerDriver(self._emit, self._head_reachable, self.ctx.hex_id, trainer)
 
     # Feeds -----------------------------------------------------------------------------------
 
@@ -245,6 +249,26 @@ class Kubelet:
             ):
                 return True
         return False
+
+    def _alive_ray_nodes(self, runtime: PodRuntime) -> int:
+        """A `sim train` head's Ray cluster: itself, and the Running, Ready pods of the same Job
+        (its trainyard.io/job label) whose `sim ray-worker` container runs."""
+        own = self.ctx.store.get_version("pods", runtime.key)
+        job = own.labels.get(JOB_LABEL) if own is not None else None
+        if not job:
+            return 1
+        alive = 1
+        for key, version in self.ctx.store.versions("pods", runtime.namespace):
+            facts = version.facts
+            if key == runtime.key or version.labels.get(JOB_LABEL) != job or facts["_deleting"]:
+                continue
+            worker = self.pods.get(facts["_uid"])
+            if worker is not None and facts["status.phase"] == "Running" and facts["_ready"]:
+                alive += any(
+                    c.behaviour.kind is Kind.RAY_WORKER and c.stage is Stage.RUNNING
+                    for c in worker.containers
+                )
+        return alive
 
     # Control surface -------------------------------------------------------------------------
 

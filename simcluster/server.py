@@ -112,6 +112,7 @@ class SimCluster:
         self._threads = [serve, loop]
         for thread in self._threads:
             thread.start()
+        self.cluster.signals.start()
         return self
 
     def stop(self) -> None:
@@ -125,6 +126,7 @@ class SimCluster:
             self._httpd.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
+        self.cluster.signals.stop()
         self._httpd = None
 
     def __enter__(self) -> SimCluster:

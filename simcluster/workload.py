@@ -1,7 +1,8 @@
 """What a simulated container does, decided by its command line, and what it prints.
 
-`sim run 30`, `sim crash 20 3`, `sim oom 15`, `sim hang`, `sim ray-head`, `sim ray-worker HOST`;
-any other command is a long-running process (a trainer, a server) that never exits on its own.
+`sim run 30`, `sim crash 20 3`, `sim oom 15`, `sim hang`, `sim ray-head`, `sim ray-worker HOST`,
+`sim train STEPS ...` (simcluster/training.py); any other command is a long-running process (a
+trainer, a server) that never exits on its own.
 Log lines are derived from the instance's start time and the clock, so nothing is stored per line.
 """
 
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from simcluster import training
 from simcluster.objects import fnv32a
+from simcluster.training import TrainOptions, TrainRun
 
 Obj = dict[str, Any]
 STEP_SECONDS = 5.0
@@ -29,6 +32,7 @@ class Kind(StrEnum):
     HANG = "hang"
     RAY_HEAD = "ray-head"
     RAY_WORKER = "ray-worker"
+    TRAIN = "train"
     SERVE = "serve"
     USAGE = "usage"
 
@@ -40,6 +44,7 @@ class Behaviour:
     exit_code: int = 0
     head_host: str = ""
     command: str = ""
+    train: TrainOptions | None = None
 
     @property
     def exit_reason(self) -> str:
@@ -76,6 +81,8 @@ def _parse_sim(args: list[str], command: str) -> Behaviour:
         return Behaviour(Kind.RAY_HEAD, command=command)
     if verb == "ray-worker":
         return Behaviour(Kind.RAY_WORKER, head_host=args[1], exit_code=1, command=command)
+    if verb == "train":
+        return Behaviour(Kind.TRAIN, train=training.parse_train(args[1:]), command=command)
     raise ValueError(verb)
 
 
@@ -91,6 +98,8 @@ class Instance:
     reason: str = ""
     cause: str = ""
     notes: list[tuple[float, str]] = field(default_factory=list)
+    run: TrainRun | None = None  # `sim train` only
+    termination_message: str = ""  # what the process wrote to /dev/termination-log
 
 
 def banner(behaviour: Behaviour, instance: Instance) -> list[str]:
@@ -129,7 +138,10 @@ def banner(behaviour: Behaviour, instance: Instance) -> list[str]:
             f"sim: cannot understand {behaviour.command!r}",
             "usage: sim run SECONDS | sim crash SECONDS [CODE] | sim oom SECONDS | sim hang | "
             "sim ray-head | sim ray-worker HOST",
+            f"       {training.USAGE}",
         ]
+    if kind is Kind.TRAIN:
+        return [f"+ {behaviour.command}"]
     return [
         f"+ {behaviour.command}",
         "loading configuration",
@@ -185,9 +197,13 @@ def log_lines(
     start = instance.started_at
     head = [(start, line) for text in banner(behaviour, instance) for line in text.split("\n")]
     steps: list[tuple[float, str]] = []
-    if prints_steps(behaviour):
+    limit = min(tail if tail is not None else MAX_LOG_LINES, MAX_LOG_LINES)
+    run, options = instance.run, behaviour.train
+    if options is not None and run is not None and run.training_from is not None:
+        steps = training.step_lines(options, behaviour.command, run.training_from, end, limit)
+    elif prints_steps(behaviour):
         count = int(max(0.0, end - start) // STEP_SECONDS)
-        keep = min(count, tail if tail is not None else MAX_LOG_LINES, MAX_LOG_LINES)
+        keep = min(count, limit)
         steps = [
             (start + n * STEP_SECONDS, step_line(behaviour, n))
             for n in range(count - keep + 1, count + 1)
