@@ -21,15 +21,31 @@ def task(role: str, command: list[str], **fields: Any) -> dict[str, Any]:
 HEAD = "ppo-math-7b-head-0.ppo-math-7b-head"  # the head pod's stable DNS name (headless Service)
 BAD_IMAGE = "registry.example/nonexistent:1"
 
+# `sim train` (simcluster/README.md) prints RLinf's metric tables and posts the workload's
+# signals to the console at TRAINYARD_PUBLIC_URL, which `make run` points at its web server.
 DEMO_JOBS: list[dict[str, Any]] = [
-    {  # Ray head + workers that keep running: Running means ready, not progress.
+    {  # Training that progresses for hours: Progressing, with checkpoints every 50 steps.
+        "name": "grpo-embodied",
+        "tasks": [task("trainer", ["sim", "train", "2000", "--checkpoint-every", "50"])],
+    },
+    {  # A trainer that deadlocks after step 12: Stalled, then Unresponsive, pods still Running.
+        "name": "ppo-deadlock",
+        "tasks": [task("trainer", ["sim", "train", "1000", "--hang-at", "12"])],
+    },
+    {  # A Ray head training on 3 nodes with 2 worker pods. Kill a worker to see it Degraded:
+        # `POST /_sim/namespaces/<namespace>/pods/ppo-math-7b-worker-1/kill` on simcluster's port
+        # (6443, the bearer token of var/simcluster.kubeconfig) drops it for a few seconds; taking
+        # its node offline (`POST /_sim/nodes/<node>/offline`, then `/online`) keeps it down.
         "name": "ppo-math-7b",
         "tasks": [
-            task("head", ["sim", "ray-head"]),
-            task(
-                "worker", ["sim", "ray-worker", "ppo-math-7b-head-0.ppo-math-7b-head"], replicas=2
-            ),
+            task("head", ["sim", "train", "5000", "--nodes", "3", "--checkpoint-every", "100"]),
+            task("worker", ["sim", "ray-worker", HEAD], replicas=2),
         ],
+    },
+    {  # A short run that finishes: its completion stops the Job (Stopped, GPUs freed).
+        "name": "sft-short",
+        "tasks": [task("trainer", ["sim", "train", "30", "--checkpoint-every", "10"])],
+        "policies": {"stop_on_completion": True},
     },
     {  # The business process dies and restarts: the StatefulSet Job still shows Running.
         "name": "grpo-crashloop",

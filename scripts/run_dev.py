@@ -76,12 +76,20 @@ def closing_note(name: str, status: int, last: list[str]) -> str:
     return "\n".join(lines)
 
 
+def environment(environ: dict[str, str]) -> dict[str, str]:
+    """What every process starts with: the pods of the simulated cluster post their signals to
+    the development server on its port, unless TRAINYARD_PUBLIC_URL says otherwise."""
+    port = environ.get("TRAINYARD_PORT") or "8000"
+    return {"TRAINYARD_PUBLIC_URL": f"http://127.0.0.1:{port}"} | environ
+
+
 def main(procfile: Path) -> int:
     recorder = Recorder()
     manager = Manager(recorder)
     processes = parse_procfile(procfile.read_text()).processes
+    shared = environment(dict(os.environ))
     for process in expand_processes(processes):
-        manager.add_process(process.name, process.cmd, env=os.environ | process.env)
+        manager.add_process(process.name, process.cmd, env=shared | process.env)
     manager.loop()
     if recorder.first_stopped is None:
         return manager.returncode or 0

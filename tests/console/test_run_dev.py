@@ -4,6 +4,7 @@ and its last lines."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -71,3 +72,27 @@ def test_it_says_nothing_more_when_asked_to_stop(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert "SIGINT received" in out
     assert errors == ""
+
+
+def test_the_pods_of_the_demo_post_their_signals_to_the_web_server_on_its_port(
+    tmp_path: Path,
+) -> None:
+    path = procfile(tmp_path, 'show: echo "url=$TRAINYARD_PUBLIC_URL"; exit 4')
+    for extra, url in [
+        ({}, "http://127.0.0.1:8000"),
+        ({"TRAINYARD_PORT": "8123"}, "http://127.0.0.1:8123"),
+        (
+            {"TRAINYARD_PORT": "8123", "TRAINYARD_PUBLIC_URL": "http://10.0.0.5:80"},
+            "http://10.0.0.5:80",
+        ),
+    ]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("TRAINYARD_PORT", "TRAINYARD_PUBLIC_URL")
+        }
+        result = subprocess.run(
+            [sys.executable, str(RUN_DEV), str(path)],
+            capture_output=True, text=True, timeout=60, env=env | extra,
+        )  # fmt: skip
+        assert f"url={url}" in result.stdout
