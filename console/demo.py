@@ -28,14 +28,17 @@ DEMO_JOBS: list[dict[str, Any]] = [
         "name": "grpo-embodied",
         "tasks": [task("trainer", ["sim", "train", "2000", "--checkpoint-every", "50"])],
     },
-    {  # A trainer that deadlocks after step 12: Stalled, then Unresponsive, pods still Running.
+    {  # A trainer that deadlocks after step 12 (a minute in), its pods still Running: Stalled a
+        # minute later, Unresponsive after three silent heartbeat intervals (3 minutes).
         "name": "ppo-deadlock",
         "tasks": [task("trainer", ["sim", "train", "1000", "--hang-at", "12"])],
+        "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 60},
     },
     {  # A Ray head training on 3 nodes with 2 worker pods. Kill a worker to see it Degraded:
         # `POST /_sim/namespaces/<namespace>/pods/ppo-math-7b-worker-1/kill` on simcluster's port
-        # (6443, the bearer token of var/simcluster.kubeconfig) drops it for a few seconds; taking
-        # its node offline (`POST /_sim/nodes/<node>/offline`, then `/online`) keeps it down.
+        # (6443, the bearer token of var/simcluster.kubeconfig) drops it for a few seconds;
+        # taking offline the node of a worker (not the head's: the job page shows each pod's
+        # node) with `POST /_sim/nodes/<node>/offline` keeps it lost until `/online`.
         "name": "ppo-math-7b",
         "tasks": [
             task("head", ["sim", "train", "5000", "--nodes", "3", "--checkpoint-every", "100"]),

@@ -252,7 +252,7 @@ class Kubelet:
 
     def _alive_ray_nodes(self, runtime: PodRuntime) -> int:
         """A `sim train` head's Ray cluster: itself, and the Running, Ready pods of the same Job
-        (its trainyard.io/job label) whose `sim ray-worker` container runs."""
+        (its trainyard.io/job label) whose `sim ray-worker` container has joined it."""
         own = self.ctx.store.get_version("pods", runtime.key)
         job = own.labels.get(JOB_LABEL) if own is not None else None
         if not job:
@@ -264,10 +264,7 @@ class Kubelet:
                 continue
             worker = self.pods.get(facts["_uid"])
             if worker is not None and facts["status.phase"] == "Running" and facts["_ready"]:
-                alive += any(
-                    c.behaviour.kind is Kind.RAY_WORKER and c.stage is Stage.RUNNING
-                    for c in worker.containers
-                )
+                alive += any(_joined_ray(c) for c in worker.containers)
         return alive
 
     # Control surface -------------------------------------------------------------------------
@@ -348,6 +345,18 @@ class Kubelet:
         raise errors.bad_request(
             f'container "{container.name}" in pod "{pod_name}" is waiting to start: {waiting}'
         )
+
+
+def _joined_ray(container: ContainerRuntime) -> bool:
+    """A `sim ray-worker` is a Ray node once its first check found the head (3 s after it starts,
+    when it prints "Connected to Ray cluster"), until its container stops."""
+    instance = container.current
+    return (
+        container.behaviour.kind is Kind.RAY_WORKER
+        and container.stage is Stage.RUNNING
+        and instance is not None
+        and bool(instance.notes)
+    )
 
 
 def _format_log(
