@@ -333,3 +333,14 @@ def test_a_console_that_never_answers_slows_neither_simcluster_nor_other_jobs(
     assert steps_printed(log(kube, "stuck-0")) == list(range(1, 51))
     assert len(kube.core.list_namespaced_pod(kube.namespace).items) == 6
     assert sim.cluster.signals.dropped == 0
+
+
+def test_a_command_line_it_cannot_parse_exits_2_with_its_usage(
+    sim: SimCluster, kube: Kube, receiver: Receiver
+) -> None:
+    create_pod(kube, "typo-0", ["100", "--hang-at"], receiver.url, restart="Never")
+    settle(sim, 10)
+    status = kube.core.read_namespaced_pod("typo-0", kube.namespace).status
+    assert status.container_statuses[0].state.terminated.exit_code == 2
+    assert "sim train STEPS [--step-seconds S]" in log(kube, "typo-0")
+    assert receiver.of("typo-0") == []
