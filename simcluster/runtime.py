@@ -103,6 +103,8 @@ class PodRuntime:
 def terminated_state(instance: Instance) -> Obj:
     state: Obj = {"exitCode": instance.exit_code if instance.exit_code is not None else 0}
     state["reason"] = instance.reason
+    if instance.termination_message:  # what the kubelet read from terminationMessagePath
+        state["message"] = instance.termination_message
     state["startedAt"] = rfc3339(instance.started_at)
     state["finishedAt"] = rfc3339(instance.finished_at or instance.started_at)
     state["containerID"] = instance.container_id

@@ -17,7 +17,10 @@ from typing import Any
 import orjson
 
 from console.engine.streams import STREAMS
-from console.kube.observations import Owner
+from console.kube.observations import Owner, TerminationCompletion
+
+# The observations' fields that hold another observation's dataclass.
+NESTED = {"owner": Owner, "completion": TerminationCompletion}
 
 
 def freeze(observation: Any) -> str:
@@ -37,17 +40,24 @@ def _times(kind: type) -> tuple[str, ...]:
 def thaw(kind: type, data: str) -> Any:
     """The observation back from its JSON. Its fields are passed by position: a cycle thaws
     about ten objects per changed one, and keywords cost a frozen dataclass twice as much."""
-    values: dict[str, Any] = orjson.loads(data)
+    return _built(kind, orjson.loads(data))
+
+
+def _built(kind: type, values: dict[str, Any]) -> Any:
     for name in _times(kind):
         if values[name] is not None:
             values[name] = datetime.fromisoformat(values[name])
-    if "owner" in values:
-        values["owner"] = Owner(**values["owner"])
+    for name, nested in NESTED.items():
+        if values.get(name) is not None:
+            values[name] = _built(nested, values[name])
     return kind(*[values[name] for name in _fields(kind)])
 
 
 def _schema() -> str:
-    kinds = sorted({stream.observation for stream in STREAMS}, key=lambda kind: kind.__name__)
+    kinds = sorted(
+        {stream.observation for stream in STREAMS} | set(NESTED.values()),
+        key=lambda kind: kind.__name__,
+    )
     fields = [
         f"{kind.__name__}:{','.join(f.name for f in dataclasses.fields(kind))}" for kind in kinds
     ]
