@@ -80,8 +80,8 @@ class ServiceObs:
 class TerminationCompletion:
     """A completion JSON a container wrote to its termination message
     (`{"trainyard": "completion", "outcome": ...}`, docs/workload-signals.md "Fallbacks").
-    `instance` tells the container's runs apart (0 for the first, the restart count for the
-    run that restartCount counts last)."""
+    `instance` tells the container's runs apart: 0 for its first run, n for the run after n
+    restarts."""
 
     outcome: str  # succeeded | failed
     exit_code: int | None
@@ -306,7 +306,7 @@ def _pod_phase(value: object) -> str | None:
 
 
 COMPLETION_OUTCOMES = frozenset({"succeeded", "failed"})
-TERMINATION_MESSAGE_BYTES = 4096  # the kubelet keeps at most this much of the message
+TERMINATION_MESSAGE_BYTES = 4096  # the kubelet keeps at most this much: nothing longer is read
 
 
 def parse_completion(message: object) -> dict[str, Any] | None:
@@ -324,6 +324,10 @@ def parse_completion(message: object) -> dict[str, Any] | None:
     return data if data.get("outcome") in COMPLETION_OUTCOMES else None
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
@@ -339,7 +343,7 @@ def _termination_completion(main: Item) -> TerminationCompletion | None:
             exit_code = data.get("exit_code")
             return TerminationCompletion(
                 outcome=data["outcome"],
-                exit_code=exit_code if _int(exit_code, -1) == exit_code else None,
+                exit_code=exit_code if _is_int(exit_code) else None,
                 reason=_text(data.get("reason")),
                 message=_text(data.get("message")),
                 instance=max(instance, 0),

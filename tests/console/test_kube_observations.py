@@ -263,13 +263,14 @@ def test_it_ignores_a_termination_message_that_is_not_a_completion() -> None:
 
 
 def test_it_keeps_no_exit_code_that_is_not_an_integer() -> None:
-    item = k8s.finished_pod("train-worker-0", succeeded=True)
-    message = '{"trainyard": "completion", "outcome": "succeeded", "exit_code": true}'
-    item["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
+    for exit_code in ("true", "-1.0", '"3"'):
+        item = k8s.finished_pod("train-worker-0", succeeded=True)
+        message = f'{{"trainyard": "completion", "outcome": "succeeded", "exit_code": {exit_code}}}'
+        item["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
 
-    completion = parse_pod(item).completion
+        completion = parse_pod(item).completion
 
-    assert completion is not None and completion.exit_code is None
+        assert completion is not None and completion.exit_code is None, exit_code
 
 
 def test_it_stores_a_pod_with_its_completion_and_reads_it_back_whole() -> None:
