@@ -19,9 +19,6 @@ import orjson
 from console.engine.streams import STREAMS
 from console.kube.observations import Owner, TerminationCompletion
 
-# The observations' fields that hold another observation's dataclass.
-NESTED = {"owner": Owner, "completion": TerminationCompletion}
-
 
 def freeze(observation: Any) -> str:
     return orjson.dumps(observation).decode()
@@ -40,22 +37,26 @@ def _times(kind: type) -> tuple[str, ...]:
 def thaw(kind: type, data: str) -> Any:
     """The observation back from its JSON. Its fields are passed by position: a cycle thaws
     about ten objects per changed one, and keywords cost a frozen dataclass twice as much."""
-    return _built(kind, orjson.loads(data))
-
-
-def _built(kind: type, values: dict[str, Any]) -> Any:
+    values: dict[str, Any] = orjson.loads(data)
     for name in _times(kind):
         if values[name] is not None:
             values[name] = datetime.fromisoformat(values[name])
-    for name, nested in NESTED.items():
-        if values.get(name) is not None:
-            values[name] = _built(nested, values[name])
+    if "owner" in values:
+        values["owner"] = Owner(**values["owner"])
+    if values.get("completion") is not None:  # a pod's (PodObs.completion)
+        values["completion"] = _completion(values["completion"])
     return kind(*[values[name] for name in _fields(kind)])
+
+
+def _completion(values: dict[str, Any]) -> TerminationCompletion:
+    finished_at = values["finished_at"]
+    values["finished_at"] = datetime.fromisoformat(finished_at) if finished_at else None
+    return TerminationCompletion(**values)
 
 
 def _schema() -> str:
     kinds = sorted(
-        {stream.observation for stream in STREAMS} | set(NESTED.values()),
+        {stream.observation for stream in STREAMS} | {Owner, TerminationCompletion},
         key=lambda kind: kind.__name__,
     )
     fields = [
