@@ -334,6 +334,8 @@ TRAINYARD_SIGNAL_RATE = env_int("TRAINYARD_SIGNAL_RATE", 10, minimum=1)
 TRAINYARD_SIGNAL_MAX_BYTES = env_int("TRAINYARD_SIGNAL_MAX_BYTES", 65_536, minimum=1024)
 TRAINYARD_SIGNAL_PROGRESS_POINTS = env_int("TRAINYARD_SIGNAL_PROGRESS_POINTS", 1000, minimum=10)
 TRAINYARD_SIGNAL_KEEP_SECONDS = env_int("TRAINYARD_SIGNAL_KEEP_SECONDS", 600, minimum=1)
+# How often the head pod's log of a Job with `progress_from_logs` is read for RLinf's progress.
+TRAINYARD_LOG_PROGRESS_SECONDS = env_int("TRAINYARD_LOG_PROGRESS_SECONDS", 60, minimum=5)
 # The pods' security context: the Pod Security "restricted" level unless `any` (docs/operations.md
 # "Pod Security").
 TRAINYARD_POD_USER = pod_user(env("TRAINYARD_POD_USER", "1000"))
@@ -349,6 +351,11 @@ CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {
         "task": "console.tasks.sync_all_clusters",
         "schedule": float(TRAINYARD_SYNC_INTERVAL),
+    },
+    "progress-from-logs": {
+        "task": "console.tasks.read_progress_from_logs",
+        "schedule": float(TRAINYARD_LOG_PROGRESS_SECONDS),
+        "options": {"expires": float(TRAINYARD_LOG_PROGRESS_SECONDS)},
     },
 }
 
@@ -392,6 +399,12 @@ CELERY_TASK_ANNOTATIONS = {
     "console.tasks.sync_all_clusters": {
         "soft_time_limit": TRAINYARD_TICK_TIME_LIMIT,
         "time_limit": 2 * TRAINYARD_TICK_TIME_LIMIT,
+    },
+    # A pass reads one bounded log tail per Job; one that hangs is ended like a sync, and a pass
+    # that overlaps the next records nothing twice (jobs.fallbacks).
+    "console.tasks.read_progress_from_logs": {
+        "soft_time_limit": TRAINYARD_TASK_SOFT_TIME_LIMIT,
+        "time_limit": TRAINYARD_TASK_TIME_LIMIT,
     },
 }
 CELERY_BEAT_SCHEDULE["sync-clusters"]["options"] = {"expires": float(TRAINYARD_SYNC_INTERVAL)}

@@ -47,3 +47,11 @@ def reconcile_job(job_id: int) -> None:
 
     with log_context(job_id=job_id):
         run(job_id)
+
+
+@shared_task
+def read_progress_from_logs() -> None:
+    """The beat's entry for RLinf's log lines (docs/workload-signals.md, "Fallbacks")."""
+    from console.engine.log_progress import read_progress_from_logs as run
+
+    run()

@@ -17,6 +17,7 @@ from simcluster.trainer import Trainer
 from simcluster.workload import RAY_CHECK_EVERY, RAY_CHECK_FIRST, Instance, Kind
 
 SANDBOX_SECONDS = 1.0
+TERMINATION_MESSAGE_BYTES = 4096  # what the kubelet keeps of terminationMessagePath
 PULL_SECONDS = 3.0
 CREATE_SECONDS = 1.0
 RESTART_SECONDS = 1.0
@@ -159,6 +160,9 @@ class ContainerDriver:
                 self.exit(pod, c, at, *ended, "natural")
         else:
             cause = "oom" if behaviour.kind is Kind.OOM else "natural"
+            if c.current is not None and cause == "natural":
+                written = behaviour.termination_message.encode()[:TERMINATION_MESSAGE_BYTES]
+                c.current.termination_message = written.decode(errors="ignore")
             self.exit(pod, c, at, behaviour.exit_code, behaviour.exit_reason, cause)
 
     def _check_head(self, pod: PodRuntime, c: ContainerRuntime, at: float) -> None:

@@ -1,8 +1,9 @@
 """What a simulated container does, decided by its command line, and what it prints.
 
 `sim run 30`, `sim crash 20 3`, `sim oom 15`, `sim hang`, `sim ray-head`, `sim ray-worker HOST`,
-`sim train STEPS ...` (simcluster/training.py); any other command is a long-running process (a
-trainer, a server) that never exits on its own.
+`sim train STEPS ...` (simcluster/training.py); `run` and `crash` take the text the process
+writes to /dev/termination-log as a last argument (`sim crash 20 3 '{"trainyard": ...}'`). Any
+other command is a long-running process (a trainer, a server) that never exits on its own.
 Log lines are derived from the instance's start time and the clock, so nothing is stored per line.
 """
 
@@ -45,6 +46,7 @@ class Behaviour:
     head_host: str = ""
     command: str = ""
     train: TrainOptions | None = None
+    termination_message: str = ""  # written to terminationMessagePath when it exits on its own
 
     @property
     def exit_reason(self) -> str:
@@ -69,10 +71,14 @@ def behaviour_of(container: Obj) -> Behaviour:
 def _parse_sim(args: list[str], command: str) -> Behaviour:
     verb = args[0]
     if verb == "run":
-        return Behaviour(Kind.RUN, float(args[1]), 0, command=command)
+        message = args[2] if len(args) > 2 else ""
+        return Behaviour(Kind.RUN, float(args[1]), 0, command=command, termination_message=message)
     if verb == "crash":
         code = int(args[2]) if len(args) > 2 else 1
-        return Behaviour(Kind.CRASH, float(args[1]), code or 1, command=command)
+        message = args[3] if len(args) > 3 else ""
+        return Behaviour(
+            Kind.CRASH, float(args[1]), code or 1, command=command, termination_message=message
+        )
     if verb == "oom":
         return Behaviour(Kind.OOM, float(args[1]) if len(args) > 1 else 10.0, 137, command=command)
     if verb == "hang":

@@ -41,6 +41,7 @@ from django.utils import timezone
 from console import kubeconfig
 from console.engine import observed
 from console.engine.apply import apply_job, record, unreachable_reason
+from console.engine.completions import record_completions
 from console.engine.derive import (
     Index,
     derive_addons,
@@ -314,6 +315,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     with transaction.atomic():
         rows = observed.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
+    record_completions(cluster_id, reading.changes)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(
         cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now,

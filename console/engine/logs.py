@@ -62,12 +62,12 @@ class LogUnavailable(Exception):
 
 def pod_log(
     cluster: Cluster, namespace: str, pod: str, container: str, tail_lines: int,
-    limit_bytes: int, previous: bool = False,
+    limit_bytes: int, previous: bool = False, timestamps: bool = False,
 ) -> LogTail:  # fmt: skip
     """Raises LogUnavailable."""
     try:
         text = gateway_for(cluster).log(
-            namespace, pod, container, tail_lines, limit_bytes, previous
+            namespace, pod, container, tail_lines, limit_bytes, previous, timestamps
         )
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         raise _unavailable(error) from None

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from console.engine.streams import STREAMS
-from console.kube.observations import Owner
+from console.kube.observations import Owner, TerminationCompletion
 
 
 def freeze(observation: Any) -> str:
@@ -43,11 +43,22 @@ def thaw(kind: type, data: str) -> Any:
             values[name] = datetime.fromisoformat(values[name])
     if "owner" in values:
         values["owner"] = Owner(**values["owner"])
+    if values.get("completion") is not None:  # a pod's (PodObs.completion)
+        values["completion"] = _completion(values["completion"])
     return kind(*[values[name] for name in _fields(kind)])
 
 
+def _completion(values: dict[str, Any]) -> TerminationCompletion:
+    finished_at = values["finished_at"]
+    values["finished_at"] = datetime.fromisoformat(finished_at) if finished_at else None
+    return TerminationCompletion(**values)
+
+
 def _schema() -> str:
-    kinds = sorted({stream.observation for stream in STREAMS}, key=lambda kind: kind.__name__)
+    kinds = sorted(
+        {stream.observation for stream in STREAMS} | {Owner, TerminationCompletion},
+        key=lambda kind: kind.__name__,
+    )
     fields = [
         f"{kind.__name__}:{','.join(f.name for f in dataclasses.fields(kind))}" for kind in kinds
     ]

@@ -292,14 +292,16 @@ class Gateway:
 
     def log(
         self, namespace: str, name: str, container: str, tail_lines: int, limit_bytes: int,
-        previous: bool = False,
+        previous: bool = False, timestamps: bool = False,
     ) -> str:  # fmt: skip
         """The `log` subresource of one pod: the last `tail_lines` lines, at most `limit_bytes`
-        bytes (the API server cuts there, mid-line if need be). Read, never stored. A refusal
-        (400: no previous container, still waiting; 404: no such pod) is a ClusterUnreachable
-        with its status and the API server's own message."""
+        bytes (the API server cuts there, mid-line if need be), each line after the time it was
+        written when `timestamps`. Read, never stored. A refusal (400: no previous container,
+        still waiting; 404: no such pod) is a ClusterUnreachable with its status and the API
+        server's own message."""
         query = [("container", container), ("tailLines", str(tail_lines)),
-                 ("limitBytes", str(limit_bytes)), ("timestamps", "false")]  # fmt: skip
+                 ("limitBytes", str(limit_bytes)),
+                 ("timestamps", "true" if timestamps else "false")]  # fmt: skip
         query += [("previous", "true")] if previous else []
         path = PODS.path(namespace, name) + "/log"
         status, reason, data = self._send("GET", path, query, None, "")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from console.kube import ADDON_LABEL, JOB_LABEL, RUN_LABEL, TASK_LABEL
 
 Item = Mapping[str, Any]
@@ -75,6 +77,21 @@ class ServiceObs:
 
 
 @dataclass(frozen=True, slots=True)
+class TerminationCompletion:
+    """A completion JSON a container wrote to its termination message
+    (`{"trainyard": "completion", "outcome": ...}`, docs/workload-signals.md "Fallbacks").
+    `instance` tells the container's runs apart: 0 for its first run, n for the run after n
+    restarts."""
+
+    outcome: str  # succeeded | failed
+    exit_code: int | None
+    reason: str
+    message: str
+    instance: int
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class PodObs:
     """One pod. `phase` is None when the API said `Unknown` (or anything outside the enum):
     the sync then keeps the pod's last known phase (docs/decisions.md)."""
@@ -102,6 +119,7 @@ class PodObs:
     status_message: str
     gpus: int
     image: str
+    completion: TerminationCompletion | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +305,53 @@ def _pod_phase(value: object) -> str | None:
     return value if isinstance(value, str) and value in POD_PHASES else None
 
 
+COMPLETION_OUTCOMES = frozenset({"succeeded", "failed"})
+TERMINATION_MESSAGE_BYTES = 4096  # the kubelet keeps at most this much: nothing longer is read
+
+
+def parse_completion(message: object) -> dict[str, Any] | None:
+    """The completion JSON of a termination message; None for anything else (a plain text
+    message, a truncated or malformed JSON, another object): the message is the container's
+    free text, never an error of ours."""
+    if not isinstance(message, str) or '"trainyard"' not in message:
+        return None
+    try:
+        data = orjson.loads(message[:TERMINATION_MESSAGE_BYTES])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("trainyard") != "completion":
+        return None
+    return data if data.get("outcome") in COMPLETION_OUTCOMES else None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _termination_completion(main: Item) -> TerminationCompletion | None:
+    """The completion of the current run (`state.terminated`) or else of the previous one
+    (`lastState.terminated`): the current run is the restart count's, the previous one before."""
+    restarts = _int(main.get("restartCount"))
+    for key, instance in (("state", restarts), ("lastState", restarts - 1)):
+        terminated = (main.get(key) or _EMPTY).get("terminated") or _EMPTY
+        data = parse_completion(terminated.get("message"))
+        if data is not None:
+            exit_code = data.get("exit_code")
+            return TerminationCompletion(
+                outcome=data["outcome"],
+                exit_code=exit_code if _is_int(exit_code) else None,
+                reason=_text(data.get("reason")),
+                message=_text(data.get("message")),
+                instance=max(instance, 0),
+                finished_at=parse_time(terminated.get("finishedAt")),
+            )
+    return None
+
+
 def parse_pod(item: Item) -> PodObs:
     namespace, name, uid, labels = _meta(item)
     meta = item.get("metadata") or _EMPTY
@@ -326,6 +391,7 @@ def parse_pod(item: Item) -> PodObs:
         status_message=status.get("message", ""),
         gpus=_gpus(spec),
         image=containers[0].get("image", "") if containers else "",
+        completion=_termination_completion(main),
     )
 
 

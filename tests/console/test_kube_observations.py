@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from console.engine.stored import freeze, thaw
 from console.kube.observations import (
     Owner,
+    PodObs,
     image_tag,
     parse_addon,
     parse_batch_job,
@@ -212,3 +214,69 @@ def test_it_keeps_parsing_when_optional_sections_are_missing() -> None:
         0,
         Owner(None, None, None),
     )
+
+
+# --- completions in termination messages (issue 10, item 3a) -------------------------------
+
+COMPLETION = '{"trainyard": "completion", "outcome": "failed", "exit_code": 3, "reason": "NaNLoss"}'
+
+
+def test_it_reads_a_completion_from_the_current_termination_message() -> None:
+    item = k8s.finished_pod("train-worker-0", succeeded=False)
+    item["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = COMPLETION
+
+    completion = parse_pod(item).completion
+
+    assert completion is not None
+    assert (completion.outcome, completion.exit_code, completion.reason) == ("failed", 3, "NaNLoss")
+    assert (completion.message, completion.instance) == ("", 0)
+    assert completion.finished_at == datetime.fromisoformat(k8s.T1)
+
+
+def test_it_reads_it_from_the_last_state_as_the_run_before_the_restart_count() -> None:
+    """The run `state.terminated` shows becomes `lastState.terminated` once restarted, and the
+    restart count grows by one: both readings name the same run."""
+    item = k8s.crash_loop_pod(restarts=4)
+    item["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] = COMPLETION
+
+    completion = parse_pod(item).completion
+
+    assert completion is not None and completion.instance == 3
+
+
+def test_it_ignores_a_termination_message_that_is_not_a_completion() -> None:
+    messages = [
+        "CUDA error: an illegal memory access was encountered",
+        '{"trainyard": "completion", "outcome": "maybe"}',
+        '{"trainyard": "progress", "outcome": "failed"}',
+        '{"trainyard": "completion", "outcome": "failed"',  # cut at 4096 bytes
+        '["trainyard", "completion"]',
+        "",
+    ]
+    for message in messages:
+        item = k8s.finished_pod("train-worker-0", succeeded=False)
+        item["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
+        assert parse_pod(item).completion is None, message
+    item = k8s.finished_pod("train-worker-0", succeeded=False)
+    item["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = 42
+    assert parse_pod(item).completion is None
+
+
+def test_it_keeps_no_exit_code_that_is_not_an_integer() -> None:
+    for exit_code in ("true", "-1.0", '"3"'):
+        item = k8s.finished_pod("train-worker-0", succeeded=True)
+        message = f'{{"trainyard": "completion", "outcome": "succeeded", "exit_code": {exit_code}}}'
+        item["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
+
+        completion = parse_pod(item).completion
+
+        assert completion is not None and completion.exit_code is None, exit_code
+
+
+def test_it_stores_a_pod_with_its_completion_and_reads_it_back_whole() -> None:
+    item = k8s.crash_loop_pod(restarts=2)
+    item["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] = COMPLETION
+    pod = parse_pod(item)
+
+    assert thaw(PodObs, freeze(pod)) == pod
+    assert thaw(PodObs, freeze(parse_pod(k8s.pod()))) == parse_pod(k8s.pod())

@@ -80,6 +80,23 @@ def test_it_acknowledges_the_tick_early_and_lets_it_expire_after_one_interval() 
     assert settings.CELERY_BEAT_SCHEDULE["sync-clusters"]["options"] == {"expires": interval}
 
 
+def test_it_reads_progress_from_logs_once_a_minute_under_the_syncs_limits() -> None:
+    """docs/operations.md: `TRAINYARD_LOG_PROGRESS_SECONDS` and the `read_progress_from_logs`
+    row of §Celery under faults."""
+    from console.celery import app
+    from console.tasks import read_progress_from_logs
+
+    app.finalize()
+    entry = settings.CELERY_BEAT_SCHEDULE["progress-from-logs"]
+    assert entry["task"] == "console.tasks.read_progress_from_logs"
+    assert entry["schedule"] == 60.0 and entry["options"] == {"expires": 60.0}
+    limits = (read_progress_from_logs.soft_time_limit, read_progress_from_logs.time_limit)
+    assert limits == (settings.TRAINYARD_TASK_SOFT_TIME_LIMIT, settings.TRAINYARD_TASK_TIME_LIMIT)
+    assert (
+        settings_with(TRAINYARD_LOG_PROGRESS_SECONDS="15")["TRAINYARD_LOG_PROGRESS_SECONDS"] == 15
+    )
+
+
 def test_it_routes_each_task_to_the_queue_of_its_purpose_and_the_dev_worker_takes_all() -> None:
     from console.celery import app
 

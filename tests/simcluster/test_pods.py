@@ -314,3 +314,24 @@ def test_it_schedules_around_cordoned_nodes(own_kube: Kube, own_sim: SimCluster)
     assert "unschedulable" not in raw_node["spec"] and "taints" not in raw_node["spec"]
     assert wait_for(lambda: read(kube, "pinned").spec.node_name) == "sim-node-0"
     assert wait_for(lambda: read(kube, "second").spec.node_name) == "sim-node-0"
+
+
+def test_it_reports_what_the_process_wrote_to_its_termination_log(kube: Kube) -> None:
+    """The kubelet copies terminationMessagePath into `state.terminated.message` (at most 4096
+    bytes), and keeps it in `lastState.terminated` after the restart."""
+    written = '{"trainyard": "completion", "outcome": "failed"}' + " " * 5000
+    kube.core.create_namespaced_pod(
+        kube.namespace,
+        pod_manifest("told", container(command=["sim", "crash", "1", "3", written])),
+    )
+
+    wait_for(lambda: (s := main_status(kube, "told")) and s.last_state.terminated, timeout=20)
+
+    terminated = main_status(kube, "told").last_state.terminated
+    assert terminated.message == written[:4096]
+    kube.core.create_namespaced_pod(
+        kube.namespace,
+        pod_manifest("quiet", container(command=["sim", "run", "1"]), restart="Never"),
+    )
+    wait_for(lambda: (s := main_status(kube, "quiet")) and s.state.terminated, timeout=20)
+    assert main_status(kube, "quiet").state.terminated.message is None

@@ -1,0 +1,55 @@
+"""Completions read from containers' termination messages (docs/workload-signals.md,
+"Fallbacks"): a container that wrote `{"trainyard": "completion", ...}` to
+/dev/termination-log reported its outcome without posting anything.
+
+Only the pods that changed in a cycle are read, once the cycle committed: a termination is a
+change of its pod, and a pod re-read later finds its message stored already (jobs.fallbacks).
+A completion that stops its Job (policy `stop_on_completion`) leaves an accepted Operation, so
+the next cycle plans the Job (rows.needing_attention) and scales its StatefulSets to 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from console.engine.observe import Change
+from console.engine.stored import thaw
+from console.kube.observations import PodObs, TerminationCompletion
+from jobs.choices import SignalSource
+from jobs.fallbacks import completion_signal, record_fallback
+from jobs.models import Job
+
+# How a stored pod with a completion reads (console.engine.stored: orjson writes no spaces):
+# the other pods are passed over without being parsed.
+HAS_COMPLETION = '"completion":{'
+
+
+def record_completions(cluster_id: int, changes: Sequence[Change]) -> int:
+    """Records the completions of the changed pods; returns how many were new."""
+    pods: list[PodObs] = [
+        thaw(PodObs, change.data)
+        for change in changes
+        if change.stream == "pods" and change.data and HAS_COMPLETION in change.data
+    ]
+    wanted = {pod.owner.job_id for pod in pods if pod.completion is not None}
+    if not wanted:
+        return 0
+    jobs = Job.objects.filter(cluster_id=cluster_id).in_bulk(wanted)
+    recorded = 0
+    for pod in pods:
+        job = jobs.get(pod.owner.job_id or 0)
+        if job is not None and pod.completion is not None:
+            recorded += _record(job, pod, pod.completion)
+    return recorded
+
+
+def _record(job: Job, pod: PodObs, completion: TerminationCompletion) -> int:
+    signal = completion_signal(
+        pod.name, pod.uid, completion.instance, completion.outcome, completion.exit_code,
+        completion.reason, completion.message, completion.finished_at,
+    )  # fmt: skip
+    if signal is None:
+        return 0
+    run = pod.owner.run if pod.owner.run is not None else job.run
+    done = record_fallback(job, run, [signal], SignalSource.TERMINATION_LOG)
+    return done.accepted if done is not None else 0
