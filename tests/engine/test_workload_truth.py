@@ -16,6 +16,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
 
+from console.engine.log_progress import read_progress_from_logs
 from console.models import Cluster
 from jobs.models import Job, WorkloadReport
 from jobs.workload import workload_of
@@ -72,16 +73,20 @@ def test_a_hang_is_stalled_then_unresponsive(
     assert state(job, later=16) == "Unresponsive"
 
 
-def on(node: str) -> dict[str, dict[str, str]]:
-    return {"node_selector": {"kubernetes.io/hostname": node}}
+def on(node: str) -> dict[str, str]:
+    return {"kubernetes.io/hostname": node}
 
 
 def test_a_lost_ray_worker_gives_degraded_then_progressing_again(
     alice: User, cluster: Cluster, sim: SimCluster
 ) -> None:
-    head = task("head", command=["sim", "train", "100000", "--nodes", "2"], **on("sim-node-0"))
+    head = task(
+        "head", command=["sim", "train", "100000", "--nodes", "2"], node_selector=on("sim-node-0")
+    )
     joins = ["sim", "ray-worker", "ppo-head-0.ppo-head"]
-    job = submit(alice, cluster, "ppo", head, task("worker", command=joins, **on("sim-node-1")))
+    job = submit(
+        alice, cluster, "ppo", head, task("worker", command=joins, node_selector=on("sim-node-1"))
+    )
     sync_until(cluster, lambda: state(job) == "Progressing")
     sim.node_offline("sim-node-1")  # the worker's node stops: its pod turns NotReady
     sync_until(cluster, lambda: state(job) == "Degraded")
@@ -90,3 +95,35 @@ def test_a_lost_ray_worker_gives_degraded_then_progressing_again(
     assert degraded.reason is not None and degraded.reason.params == {"alive": 1, "expected": 2}
     sim.node_online("sim-node-1")
     sync_until(cluster, lambda: state(job) == "Progressing")  # the worker joined again
+
+
+def test_a_run_that_posts_nothing_is_read_from_its_log(alice: User, cluster: Cluster) -> None:
+    """The fallback with no code change: RLinf's metric tables give progress read from logs."""
+    command = ["sim", "train", "100000", "--no-signals"]
+    job = submit(alice, cluster, "ppo", task("head", command=command))
+    with_policies(job, progress_from_logs=True)
+    sync_until(cluster, lambda: phase_of(job) == "Running")
+
+    def read() -> bool:
+        read_progress_from_logs()
+        return state(job) == "Progressing"
+
+    sync_until(cluster, read)
+    workload = workload_of(Job.objects.get(pk=job.pk))
+    assert workload.source == "logs" and workload.max_steps == 100000
+    assert workload.step_seconds == pytest.approx(5.0, abs=0.5)  # the lines' own times
+    assert "env/return" in workload.metrics
+
+
+def test_a_completion_in_the_termination_message_fails_the_workload_and_stops_the_job(
+    alice: User, cluster: Cluster
+) -> None:
+    command = ["sim", "train", "30", "--fail-at", "3", "--exit-code", "3", "--no-signals"]
+    job = submit(alice, cluster, "ppo", task("head", command=command))
+    with_policies(job, stop_on_completion=True)
+    sync_until(cluster, lambda: state(job) == "Failed")
+    failed = workload_of(Job.objects.get(pk=job.pk))
+    assert failed.source == "termination-log"
+    assert failed.completion is not None and failed.completion["exit_code"] == 3
+    assert "simulated training failure at global step 3" in failed.completion["message"]
+    sync_until(cluster, lambda: phase_of(job) == "Stopped")
