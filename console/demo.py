@@ -76,25 +76,46 @@ DEMO_JOBS: list[dict[str, Any]] = [
     },
 ]
 
-DEMO_WORKFLOW: dict[str, Any] = {
-    "name": "rlhf-pipeline",
-    "jobs": [
-        {
-            "name": "wf-prepare-data",
-            "tasks": [task("prep", ["sim", "run", "30"], kind="Job", gpu=0)],
-        },
-        {
-            "name": "wf-train-reward",
-            "depends_on": ["wf-prepare-data"],
-            "tasks": [task("train", ["sim", "run", "60"], kind="Job")],
-        },
-        {
-            "name": "wf-evaluate",
-            "depends_on": ["wf-train-reward"],
-            "tasks": [task("eval", ["sim", "run", "30"], kind="Job", gpu=0)],
-        },
-    ],
-}
+DEMO_WORKFLOWS: list[dict[str, Any]] = [
+    {
+        "name": "rlhf-pipeline",
+        "jobs": [
+            {
+                "name": "wf-prepare-data",
+                "tasks": [task("prep", ["sim", "run", "30"], kind="Job", gpu=0)],
+            },
+            {
+                "name": "wf-train-reward",
+                "depends_on": ["wf-prepare-data"],
+                "tasks": [task("train", ["sim", "run", "60"], kind="Job")],
+            },
+            {
+                "name": "wf-evaluate",
+                "depends_on": ["wf-train-reward"],
+                "tasks": [task("eval", ["sim", "run", "30"], kind="Job", gpu=0)],
+            },
+        ],
+    },
+    {  # StatefulSet Jobs never succeed (spec §Task status): this Workflow finishes because it
+        # counts a child whose workload reported success as Succeeded, and each child's
+        # completion stops it (its GPUs go to the next stage).
+        "name": "rl-curriculum",
+        "policies": {"advance_on_workload_success": True},
+        "jobs": [
+            {
+                "name": "cur-stage-easy",
+                "tasks": [task("trainer", ["sim", "train", "24", "--checkpoint-every", "8"])],
+                "policies": {"stop_on_completion": True},
+            },
+            {
+                "name": "cur-stage-hard",
+                "depends_on": ["cur-stage-easy"],
+                "tasks": [task("trainer", ["sim", "train", "36", "--checkpoint-every", "12"])],
+                "policies": {"stop_on_completion": True},
+            },
+        ],
+    },
+]
 
 
 def seed(user: User, project: Project, cluster: str) -> int:
@@ -106,9 +127,10 @@ def seed(user: User, project: Project, cluster: str) -> int:
             data = job | {"cluster": cluster, "project": project.name}
             create_job(user, parse_job_spec(data, user))
             created += 1
-    if not project.workflows.filter(name=DEMO_WORKFLOW["name"]).exists():
-        jobs = [job | {"cluster": cluster} for job in DEMO_WORKFLOW["jobs"]]
-        data = DEMO_WORKFLOW | {"project": project.name, "jobs": jobs}
-        create_workflow(user, parse_workflow_spec(data, user))
-        created += 1
+    for workflow in DEMO_WORKFLOWS:
+        if not project.workflows.filter(name=workflow["name"]).exists():
+            jobs = [job | {"cluster": cluster} for job in workflow["jobs"]]
+            data = workflow | {"project": project.name, "jobs": jobs}
+            create_workflow(user, parse_workflow_spec(data, user))
+            created += 1
     return created

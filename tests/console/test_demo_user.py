@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from console.demo import DEMO_JOBS, DEMO_WORKFLOW
+from console.demo import DEMO_JOBS, DEMO_WORKFLOWS
 from console.management.commands.demo_cluster import Command as DemoCluster
 from console.models import Membership, Project
 from simcluster.server import SimCluster
@@ -63,8 +63,7 @@ def test_the_demo_project_may_use_the_demo_cluster_and_gets_its_jobs(
         DemoCluster(stdout=StringIO()).register(sim, seed=True)
     project = Project.objects.get(name="demo")
     assert list(project.clusters.values_list("name", flat=True)) == ["demo"]
-    assert project.jobs.filter(cluster__name="demo").count() == len(DEMO_JOBS) + len(
-        DEMO_WORKFLOW["jobs"]
-    )
+    children = sum(len(workflow["jobs"]) for workflow in DEMO_WORKFLOWS)
+    assert project.jobs.filter(cluster__name="demo").count() == len(DEMO_JOBS) + children
     run()
     assert list(project.clusters.values_list("name", flat=True)) == ["demo"]
