@@ -31,6 +31,9 @@ TASK_FIELDS = (
     "resources",
     "node_selector",
 )  # fmt: skip  (the order TaskSpec writes them in)
+# Spec fields the form has no field for yet: carried to the form only when they hold their
+# default (as every dumped spec writes them), otherwise the switch is refused like an unknown one.
+FORMLESS_DEFAULTS: dict[str, Any] = {"tolerations": [], "volumes": [], "shm_size": None}
 RESOURCE_FIELD = {"cpu": "cpu", "memory": "memory", "gpu": "gpus"}
 # Role form field -> where its value sits in a task of the spec.
 _TASK_PATH = {
@@ -119,7 +122,8 @@ def _wrong_shape(path: str) -> str:
 def _task_problem(task: Any, path: str) -> str | None:
     if not isinstance(task, Mapping):
         return _wrong_shape(path)
-    problem = _unknown(task, TASK_FIELDS, f"{path}.")
+    defaulted = [k for k, v in FORMLESS_DEFAULTS.items() if k in task and task[k] == v]
+    problem = _unknown(task, (*TASK_FIELDS, *defaulted), f"{path}.")
     if problem:
         return problem
     for key, shape in (("resources", Mapping), ("env", Mapping), ("node_selector", Mapping)):

@@ -26,6 +26,8 @@ from pydantic import (
     StrictBool,
     StrictStr,
     ValidationError,
+    ValidationInfo,
+    field_validator,
 )
 
 from console.models import Project
@@ -46,17 +48,25 @@ from jobs.spec_checks import (
 from jobs.status.workload import HEARTBEAT_SECONDS, MIN_THRESHOLD
 from jobs.validators import JOB_NAME_MAX as JOB_NAME_MAX  # re-exported for callers
 from jobs.validators import (
+    MAX_VOLUMES,
     Count,
     Quantity,
+    check_mount_paths,
     plain_data_errors,
+    validate_claim,
     validate_cpu,
     validate_env,
     validate_image,
     validate_job_name,
     validate_memory,
+    validate_mount_path,
     validate_namespace,
     validate_node_selector,
     validate_role,
+    validate_shm_size,
+    validate_sub_path,
+    validate_toleration_key,
+    validate_toleration_value,
     validate_workflow_name,
 )
 from jobs.validators import quantity_value as quantity_value  # re-exported for callers
@@ -67,6 +77,7 @@ MAX_TASKS = 20
 MAX_WORKFLOW_JOBS = 50
 MAX_REPLICAS = 1000
 MAX_GPUS = 64
+MAX_TOLERATIONS = 20
 # The largest spec read, as YAML or as a JSON body: judged in milliseconds (ARCHITECTURE: bad
 # input costs nothing).
 SPEC_MAX_BYTES = 64 * 1024
@@ -105,8 +116,63 @@ class ResourcesSpec(_Strict):
     gpu: Count = Field(default=0, ge=0, le=MAX_GPUS)
 
 
+class VolumeSpec(_Strict):
+    """A PersistentVolumeClaim of the Job's namespace mounted into every replica of a Task: the
+    claim is the user's (the console neither creates nor deletes it), so outputs and checkpoints
+    outlive the pods, runs and the Job itself."""
+
+    claim: Annotated[StrictStr, AfterValidator(validate_claim)]
+    mount_path: Annotated[StrictStr, AfterValidator(validate_mount_path)]
+    read_only: StrictBool = False
+    sub_path: Annotated[StrictStr | None, AfterValidator(validate_sub_path)] = None
+
+
+class TolerationSpec(_Strict):
+    """A Kubernetes toleration, checked as the API server checks one (ValidateTolerations); the
+    field order matters: each rule reads the fields validated before it."""
+
+    key: Annotated[StrictStr, AfterValidator(validate_toleration_key)] = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: Annotated[StrictStr, AfterValidator(validate_toleration_value)] = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    toleration_seconds: Count | None = None
+
+    @field_validator("operator")
+    @classmethod
+    def _exists_without_key(cls, operator: str, info: ValidationInfo) -> str:
+        if info.data.get("key") == "" and operator != "Exists":
+            raise ValueError(
+                gettext(
+                    "The operator must be Exists when the key is empty (it matches every taint)."
+                )
+            )
+        return operator
+
+    @field_validator("value")
+    @classmethod
+    def _no_value_with_exists(cls, value: str, info: ValidationInfo) -> str:
+        if value and info.data.get("operator") == "Exists":
+            raise ValueError(gettext("The value must be empty when the operator is Exists."))
+        return value
+
+    @field_validator("toleration_seconds")
+    @classmethod
+    def _seconds_only_for_no_execute(cls, seconds: int | None, info: ValidationInfo) -> int | None:
+        if seconds is not None and info.data.get("effect") != "NoExecute":
+            raise ValueError(
+                gettext("toleration_seconds applies only to the NoExecute effect; set that effect.")
+            )
+        return seconds
+
+
+def _mount_paths_apart(volumes: list[VolumeSpec]) -> list[VolumeSpec]:
+    check_mount_paths([volume.mount_path for volume in volumes])
+    return volumes
+
+
 class TaskSpec(_Strict):
-    """One role of a Job; stored verbatim as `Task.template` and in `Job.spec["tasks"]`."""
+    """One role of a Job; stored verbatim as `Task.template` and in `Job.spec["tasks"]`. Fields
+    added later have defaults, so templates stored before them still read."""
 
     role: Annotated[StrictStr, AfterValidator(validate_role)]
     kind: TaskKind = TaskKind.STATEFULSET
@@ -121,6 +187,29 @@ class TaskSpec(_Strict):
     node_selector: Annotated[dict[StrictStr, StrictStr], AfterValidator(validate_node_selector)] = (
         Field(default_factory=dict)
     )
+    tolerations: list[TolerationSpec] = Field(default_factory=list, max_length=MAX_TOLERATIONS)
+    volumes: Annotated[list[VolumeSpec], AfterValidator(_mount_paths_apart)] = Field(
+        default_factory=list, max_length=MAX_VOLUMES
+    )
+    # None: the default size of the shared memory at /dev/shm (console.kube.manifests.shm_size).
+    shm_size: Annotated[Quantity | None, AfterValidator(validate_shm_size)] = None
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm_within_memory(cls, shm_size: str | None, info: ValidationInfo) -> str | None:
+        """Pages in a memory-backed volume count against the container's memory limit."""
+        resources = info.data.get("resources")
+        if shm_size is None or resources is None:
+            return shm_size
+        if quantity_value(shm_size) > quantity_value(resources.memory):
+            raise ValueError(
+                gettext(
+                    "The shared memory (%(shm)s) counts against the memory request and cannot "
+                    "exceed it (%(memory)s)."
+                )
+                % {"shm": shm_size, "memory": resources.memory}
+            )
+        return shm_size
 
 
 MAX_THRESHOLD = 7 * 24 * 3600  # seconds: a week
@@ -186,6 +275,7 @@ _MESSAGES = {
     "model_type": gettext_lazy("Must be a mapping of fields."),
     "model_attributes_type": gettext_lazy("Must be a mapping of fields."),
     "enum": gettext_lazy("Must be one of: {expected}."),
+    "literal_error": gettext_lazy("Must be one of: {expected}."),
     "greater_than_equal": gettext_lazy("Must be at least {ge}."),
     "less_than_equal": gettext_lazy("Must be at most {le}."),
     "too_short": gettext_lazy("Needs at least {min_length} item(s)."),

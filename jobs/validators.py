@@ -56,7 +56,12 @@ def _dns_label(value: str, what: str, max_length: int, pattern: re.Pattern[str])
             % {"what": what, "length": len(value), "max": max_length}
         )
     if not pattern.fullmatch(value):
-        if pattern is _DNS_1035_LABEL:
+        if pattern is _DNS_SUBDOMAIN:
+            text = gettext(
+                "%(value)s is not a valid %(what)s: use lowercase letters, digits, '-' and '.', "
+                "starting with a letter or digit and ending with a letter or digit."
+            )
+        elif pattern is _DNS_1035_LABEL:
             text = gettext(
                 "%(value)s is not a valid %(what)s: use lowercase letters, digits and '-', "
                 "starting with a letter and ending with a letter or digit."
@@ -270,3 +275,90 @@ def plain_data_errors(data: Any, max_nodes: int = SPEC_MAX_NODES) -> dict[str, s
         if problem:
             errors.setdefault(path or "spec", problem)
     return errors
+
+
+# --- storage and placement ------------------------------------------------------------------
+
+MAX_VOLUMES = 8
+# Where a volume may not go: the container's own devices and kernel views (the shared memory
+# volume at /dev/shm is the console's, see console.kube.manifests).
+_SYSTEM_PATHS = ("/dev", "/proc", "/sys")
+TOLERATION_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def validate_claim(value: str) -> str:
+    """A PersistentVolumeClaim name: a DNS-1123 subdomain, as the API server checks it."""
+    return _dns_label(value, gettext("claim name"), 253, _DNS_SUBDOMAIN)
+
+
+def _within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def validate_mount_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(
+            gettext("%(value)s is not an absolute path: start it with '/'.")
+            % {"value": repr(value)}
+        )
+    parts = value.split("/")[1:]
+    if value == "/" or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(
+            gettext(
+                "%(value)s is not a usable mount path: no '/' alone, no empty, '.' or '..' parts, "
+                "no trailing '/'."
+            )
+            % {"value": repr(value)}
+        )
+    if any(_within(value, system) for system in _SYSTEM_PATHS):
+        raise ValueError(
+            gettext("%(value)s is under /dev, /proc or /sys, which belong to the container.")
+            % {"value": repr(value)}
+        )
+    return value
+
+
+def validate_sub_path(value: str | None) -> str | None:
+    """A path inside the claim: relative and without '..', as the API server requires."""
+    if value is None:
+        return None
+    if not value or value.startswith("/") or ".." in value.split("/"):
+        raise ValueError(
+            gettext("%(value)s is not a relative path inside the claim (no leading '/', no '..').")
+            % {"value": repr(value)}
+        )
+    return value
+
+
+def check_mount_paths(paths: list[str]) -> None:
+    """Unique mount paths, none inside another: the kubelet would hide one behind the other."""
+    for index, path in enumerate(paths):
+        for other in paths[:index]:
+            if _within(path, other) or _within(other, path):
+                raise ValueError(
+                    gettext("The mount paths %(first)s and %(second)s overlap.")
+                    % {"first": repr(other), "second": repr(path)}
+                )
+
+
+def validate_shm_size(value: str | None) -> str | None:
+    return None if value is None else validate_memory(value)
+
+
+def validate_toleration_key(value: str) -> str:
+    error = _label_key_error(value) if value else None
+    if error:
+        raise ValueError(error)
+    return value
+
+
+def validate_toleration_value(value: str) -> str:
+    if value and not (len(value) <= 63 and _LABEL_NAME.fullmatch(value)):
+        raise ValueError(
+            gettext(
+                "%(value)s is not a valid taint value: at most 63 letters, digits, '-', '_' or "
+                "'.', starting and ending with a letter or digit."
+            )
+            % {"value": repr(value)}
+        )
+    return value

@@ -119,6 +119,16 @@ RESOURCES: dict[str, ResourceType] = {
             ("status",),
             returns_deleted_object=True,
         ),
+        ResourceType(
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            "",
+            "v1",
+            True,
+            ("pvc",),
+            ("status",),
+            returns_deleted_object=True,
+        ),
         ResourceType("events", "Event", "", "v1", True, ("ev",), (), _EVENT_FIELDS),
         ResourceType(
             "statefulsets",

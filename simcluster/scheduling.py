@@ -1,5 +1,6 @@
-"""The default scheduler's filters (unschedulable, taints, node affinity, resources fit), its
-least-allocated choice among feasible nodes, and its FitError message with the preemption part."""
+"""The default scheduler's filters (the pod's claims, unschedulable, taints, node affinity,
+resources fit), its least-allocated choice among feasible nodes, and its FitError message with the
+preemption part."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from simcluster.claims import claim_names
 from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, rfc3339
 from simcluster.context import Context, object_reference
 from simcluster.facts import is_terminal_phase
@@ -158,6 +160,15 @@ def fit_error(total: int, failures: dict[str, tuple[list[str], bool]]) -> str:
     )
 
 
+def prefilter_error(total: int, message: str) -> str:
+    """FitError.Error() when a PreFilter plugin refused the pod: its message instead of the
+    per-node reasons, and no node where preemption would help."""
+    return (
+        f"0/{total} nodes are available: {message}. "
+        f"preemption: 0/{total} nodes are available: {total} {UNRESOLVABLE}."
+    )
+
+
 def scoring_requests(requests: dict[str, int]) -> dict[str, int]:
     """Scoring counts a pod without requests as 100m CPU and 200Mi, so such pods still spread."""
     defaults = {"cpu": 100, "memory": 200 * 1024 * 1024}
@@ -190,6 +201,8 @@ class Scheduler:
             old is None or new is None or old.facts["_shape"] != new.facts["_shape"]
         ):
             self.cluster_changed = True
+        if resource == "persistentvolumeclaims":
+            self.cluster_changed = True  # a claim created or bound: its pods may fit now
         if resource != "pods":
             return
         if new is not None and not new.facts["spec.nodeName"] and not new.facts["_deleting"]:
@@ -250,6 +263,9 @@ class Scheduler:
         if pod is None:
             return
         spec = pod["spec"]
+        if claim_problem := self._claim_problem(pod):
+            self._unschedulable(key, pod, prefilter_error(len(nodes), claim_problem), now)
+            return
         rules = orjson.dumps([spec.get(f) for f in ("nodeSelector", "affinity", "tolerations")])
         if rules not in static:
             static[rules] = [static_filter(spec, node) for node in nodes]
@@ -270,6 +286,22 @@ class Scheduler:
             return
         chosen.add(requests)
         self._bind(pod, chosen.name, now)
+
+    def _claim_problem(self, pod: Obj) -> str:
+        """VolumeBinding's PreFilter: every claim exists, is not being deleted, and is bound."""
+        namespace = pod["metadata"]["namespace"]
+        claims = [
+            (name, self.ctx.store.get("persistentvolumeclaims", (namespace, name)))
+            for name in claim_names(pod["spec"])
+        ]
+        for name, claim in claims:
+            if claim is None:
+                return f'persistentvolumeclaim "{name}" not found'
+            if claim["metadata"].get("deletionTimestamp"):
+                return f'persistentvolumeclaim "{name}" is being deleted'
+        if any((claim or {}).get("status", {}).get("phase") != "Bound" for _, claim in claims):
+            return "pod has unbound immediate PersistentVolumeClaims"
+        return ""
 
     def _bind(self, pod: Obj, node: str, now: float) -> None:
         pod["spec"]["nodeName"] = node

@@ -120,10 +120,14 @@ def check_pod_spec(spec: Any, field: str, restart_policies: tuple[str, ...]) -> 
     containers = spec.get("containers")
     if not containers:
         return [(f"{field}.containers", "Required value")]
-    causes: Causes = []
+    causes, volumes = _check_volumes(spec.get("volumes") or [], f"{field}.volumes")
     seen: set[str] = set()
     for index, container in enumerate(containers):
-        causes += _check_container(container, f"{field}.containers[{index}]", seen)
+        where = f"{field}.containers[{index}]"
+        causes += _check_container(container, where, seen)
+        causes += _check_mounts(
+            container.get("volumeMounts") or [], f"{where}.volumeMounts", volumes
+        )
     policy = spec.get("restartPolicy", "Always")
     if policy not in restart_policies:
         supported = ", ".join(_quote(p) for p in restart_policies)
@@ -133,6 +137,77 @@ def check_pod_spec(spec: Any, field: str, restart_policies: tuple[str, ...]) -> 
                 f"Unsupported value: {_quote(policy)}: supported values: {supported}",
             )
         )
+    return causes
+
+
+VOLUME_SOURCES = (
+    "emptyDir", "persistentVolumeClaim", "configMap", "secret", "projected", "downwardAPI",
+    "hostPath", "csi", "ephemeral", "nfs", "image",
+)  # fmt: skip
+
+
+def _check_volumes(volumes: list[Obj], field: str) -> tuple[Causes, set[str]]:
+    """Names unique DNS labels, one source each, a claim's name, a sizeLimit that parses."""
+    causes: Causes = []
+    names: set[str] = set()
+    for index, volume in enumerate(volumes):
+        where, name = f"{field}[{index}]", volume.get("name") or ""
+        if not name:
+            causes.append((f"{where}.name", "Required value"))
+        elif name in names:
+            causes.append((f"{where}.name", f"Duplicate value: {_quote(name)}"))
+        else:
+            causes += check_name("namespaces", name, f"{where}.name")
+        names.add(name)
+        sources = [key for key in VOLUME_SOURCES if key in volume]
+        if not sources:
+            causes.append((where, "Required value: must specify a volume type"))
+        elif len(sources) > 1:
+            causes.append(
+                (f"{where}.{sources[1]}", "Forbidden: may not specify more than 1 volume type")
+            )
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, dict) and not claim.get("claimName"):
+            causes.append((f"{where}.persistentVolumeClaim.claimName", "Required value"))
+        size = (volume.get("emptyDir") or {}).get("sizeLimit")
+        if size is not None:
+            causes += _quantity(size, f"{where}.emptyDir.sizeLimit")
+    return causes, names
+
+
+def _quantity(value: Any, field: str) -> Causes:
+    try:
+        if parse_quantity(value) < 0:
+            raise QuantityError("must be greater than or equal to 0")
+    except QuantityError as error:
+        return [(field, f"Invalid value: {_quote(value)}: {error}")]
+    return []
+
+
+def _check_mounts(mounts: list[Obj], field: str, volumes: set[str]) -> Causes:
+    """Each mount names a volume of the pod, at a unique path; a subPath stays inside it."""
+    causes: Causes = []
+    paths: set[str] = set()
+    for index, mount in enumerate(mounts):
+        where, name, path = f"{field}[{index}]", mount.get("name") or "", mount.get("mountPath")
+        if not name:
+            causes.append((f"{where}.name", "Required value"))
+        elif name not in volumes:
+            causes.append((f"{where}.name", f"Not found: {_quote(name)}"))
+        if not path:
+            causes.append((f"{where}.mountPath", "Required value"))
+        elif path in paths:
+            causes.append((f"{where}.mountPath", f"Invalid value: {_quote(path)}: must be unique"))
+        paths.add(path or "")
+        sub_path = mount.get("subPath") or ""
+        if sub_path.startswith("/"):
+            causes.append(
+                (f"{where}.subPath", f"Invalid value: {_quote(sub_path)}: must be a relative path")
+            )
+        elif ".." in sub_path.split("/"):
+            causes.append(
+                (f"{where}.subPath", f"Invalid value: {_quote(sub_path)}: must not contain '..'")
+            )
     return causes
 
 
@@ -150,16 +225,7 @@ def _check_container(container: Obj, field: str, seen: set[str]) -> Causes:
     resources = container.get("resources") or {}
     for section in ("requests", "limits"):
         for resource_name, value in (resources.get(section) or {}).items():
-            try:
-                if parse_quantity(value) < 0:
-                    raise QuantityError("must be greater than or equal to 0")
-            except QuantityError as error:
-                causes.append(
-                    (
-                        f"{field}.resources.{section}[{resource_name}]",
-                        f"Invalid value: {_quote(value)}: {error}",
-                    )
-                )
+            causes += _quantity(value, f"{field}.resources.{section}[{resource_name}]")
     return causes
 
 

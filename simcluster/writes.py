@@ -8,7 +8,8 @@ from typing import Any
 import orjson
 
 from simcluster import errors, podsecurity
-from simcluster.context import Context
+from simcluster.claims import admit_claim, check_claim, provisioning_failure
+from simcluster.context import Context, object_reference
 from simcluster.defaults import (
     admit_pod,
     default_daemonset,
@@ -108,7 +109,13 @@ class Writer:
         if dry_run:
             meta["creationTimestamp"] = self.ctx.stamp()
             return obj
-        return self.ctx.store.create(resource.plural, obj, self.ctx.stamp())
+        created = self.ctx.store.create(resource.plural, obj, self.ctx.stamp())
+        if resource.plural == "persistentvolumeclaims" and (why := provisioning_failure(created)):
+            self.ctx.events.record(
+                object_reference(resource.plural, created), "Warning", "ProvisioningFailed", why,
+                "persistentvolume-controller",
+            )  # fmt: skip
+        return created
 
     def _place_in_namespace(self, resource: ResourceType, namespace: str, meta: Obj) -> None:
         if meta.get("namespace") not in (None, "", namespace):
@@ -151,6 +158,8 @@ class Writer:
             causes += check_pod_spec(obj.get("spec"), "spec", ("Always", "OnFailure", "Never"))
         elif resource.plural in INITIAL_STATUS:
             causes += check_workload(resource.plural, obj)
+        elif resource.plural == "persistentvolumeclaims":
+            causes += check_claim(obj)
         if causes:
             name = obj["metadata"].get("name") or obj["metadata"].get("generateName", "")
             raise errors.invalid(resource.kind, resource.group, name, causes)
@@ -167,6 +176,8 @@ class Writer:
             default_service(obj, self._service_ip())
         elif plural == "namespaces":
             default_namespace(obj)
+        elif plural == "persistentvolumeclaims":
+            admit_claim(obj)
         if plural in INITIAL_STATUS:
             obj["status"] = dict(INITIAL_STATUS[plural])
 

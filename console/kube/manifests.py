@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from console.kube import JOB_LABEL, MANAGED_BY, MANAGER, ROLE_LABEL, RUN_LABEL, TASK_LABEL
 from console.kube.observations import STATEFULSET
+from jobs.validators import quantity_value
 
 CONTAINER = "main"
 GPU_RESOURCE = "nvidia.com/gpu"
+SHM_VOLUME = "dshm"
+SHM_PATH = "/dev/shm"
+SHM_CEILING = Decimal(64 * 2**30)  # bytes: 64Gi
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,70 @@ def resources(template: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 
+def shm_size(template: Mapping[str, Any]) -> str | None:
+    """The size limit of the memory-backed /dev/shm: the Task's `shm_size`, otherwise half its
+    memory request and at most 64Gi (docs/decisions.md); None, unlimited, without a request."""
+    if template.get("shm_size"):
+        return str(template["shm_size"])
+    memory = (template.get("resources") or {}).get("memory")
+    if not memory:
+        return None
+    return _bytes_quantity(int(min(quantity_value(str(memory)) / 2, SHM_CEILING)))
+
+
+def _bytes_quantity(amount: int) -> str:
+    """An amount of bytes in the largest binary unit that divides it (8Gi, 1536Mi, 1000)."""
+    for suffix, factor in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if amount and amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    return str(amount)
+
+
+def volumes(template: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the container's mounts: each claim in the spec's order, then the
+    shared memory, which every pod gets (the container runtime's own /dev/shm is 64Mi)."""
+    pod_volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for index, volume in enumerate(template.get("volumes") or ()):
+        name = f"claim-{index}"
+        claim: dict[str, Any] = {"claimName": volume["claim"]}
+        mount: dict[str, Any] = {"name": name, "mountPath": volume["mount_path"]}
+        if volume.get("read_only"):
+            claim["readOnly"] = mount["readOnly"] = True
+        if volume.get("sub_path"):
+            mount["subPath"] = volume["sub_path"]
+        pod_volumes.append({"name": name, "persistentVolumeClaim": claim})
+        mounts.append(mount)
+    memory: dict[str, Any] = {"medium": "Memory"}
+    if size := shm_size(template):
+        memory["sizeLimit"] = size
+    pod_volumes.append({"name": SHM_VOLUME, "emptyDir": memory})
+    mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+    return pod_volumes, mounts
+
+
+_TOLERATION_FIELDS = {
+    "key": "key",
+    "operator": "operator",
+    "value": "value",
+    "effect": "effect",
+    "toleration_seconds": "tolerationSeconds",
+}
+
+
+def tolerations(template: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The spec's tolerations in the API's field names; empty fields are left out, as the API
+    server leaves them out when it returns a pod."""
+    return [
+        {
+            ours: item[spec]
+            for spec, ours in _TOLERATION_FIELDS.items()
+            if item.get(spec) not in ("", None)
+        }
+        for item in template.get("tolerations") or ()
+    ]
+
+
 def security(pod_user: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pod's and the container's securityContext: what the Pod Security "restricted" level
     asks (non-root, no privilege escalation, no capabilities, the runtime's seccomp profile), so
@@ -132,9 +201,16 @@ def pod_template(target: Target, restart_policy: str) -> dict[str, Any]:
         container["args"] = list(template["args"])
     if limits := resources(template):
         container["resources"] = limits
-    spec: dict[str, Any] = {"restartPolicy": restart_policy, "containers": [container]}
+    pod_volumes, container["volumeMounts"] = volumes(template)
+    spec: dict[str, Any] = {
+        "restartPolicy": restart_policy,
+        "containers": [container],
+        "volumes": pod_volumes,
+    }
     if template.get("node_selector"):
         spec["nodeSelector"] = dict(template["node_selector"])
+    if wanted := tolerations(template):
+        spec["tolerations"] = wanted
     if pod_security:
         spec["securityContext"] = pod_security
     return {"metadata": {"labels": labels(target)}, "spec": spec}

@@ -94,9 +94,9 @@ ADVICE: dict[Problem, StrPromise] = {
         "placed. Fix the node selector or ask an operator about the nodes."
     ),
     Problem.UNSCHEDULABLE: _(
-        "The scheduler cannot place this pod (FailedScheduling). Its message says which nodes "
-        "were rejected and why: node selector, taints, cordoned nodes or not enough CPU, memory "
-        "or GPUs."
+        "The scheduler cannot place this pod (FailedScheduling). Its message says why: a volume "
+        "claim that does not exist or is not bound yet, or which nodes were rejected: node "
+        "selector, taints, cordoned nodes or not enough CPU, memory or GPUs."
     ),
     Problem.NO_PODS: _(
         "The Task wants replicas but the cluster reports no pod for it: check that its workload "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from console.kube.manifests import Target, batch_job, headless_service, statefulset, workload
 from jobs.choices import TaskKind
@@ -132,3 +133,96 @@ def test_the_pods_meet_pod_security_restricted_as_the_user_setting_says() -> Non
     assert contexts("2000") == ({**non_root, **ids}, hardened)
     assert contexts("image") == (non_root, hardened)  # the image's user, refused if root
     assert contexts("any") == (None, None)  # root allowed: baseline only
+
+
+# --- storage and placement (issue 11, item 3) ------------------------------------------------
+
+
+def pod_spec(**template: object) -> dict[str, Any]:
+    spec: dict[str, Any] = statefulset(target(TaskKind.STATEFULSET, **template))["spec"][
+        "template"
+    ]["spec"]
+    return spec
+
+
+def test_it_mounts_each_claim_in_order_with_its_options_and_the_shared_memory_last() -> None:
+    spec = pod_spec(
+        volumes=[
+            {"claim": "rlinf-outputs", "mount_path": "/outputs", "read_only": False},
+            {"claim": "datasets", "mount_path": "/data", "read_only": True, "sub_path": "math"},
+        ]
+    )
+    assert spec["volumes"] == [
+        {"name": "claim-0", "persistentVolumeClaim": {"claimName": "rlinf-outputs"}},
+        {"name": "claim-1", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+    ]
+    [container] = spec["containers"]
+    assert container["volumeMounts"] == [
+        {"name": "claim-0", "mountPath": "/outputs"},
+        {"name": "claim-1", "mountPath": "/data", "readOnly": True, "subPath": "math"},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+
+
+def test_it_sizes_the_shared_memory_at_half_the_memory_request_up_to_64gi() -> None:
+    """docs/decisions.md: Ray's object store and NCCL need more than the runtime's 64Mi."""
+    sizes = {
+        memory: pod_spec(resources={"cpu": "1", "memory": memory})["volumes"][-1]["emptyDir"]
+        for memory in ("16Gi", "3Gi", "1G", "200Gi", "1Ti")
+    }
+    assert sizes == {
+        "16Gi": {"medium": "Memory", "sizeLimit": "8Gi"},
+        "3Gi": {"medium": "Memory", "sizeLimit": "1536Mi"},
+        "1G": {"medium": "Memory", "sizeLimit": "500000000"},
+        "200Gi": {"medium": "Memory", "sizeLimit": "64Gi"},
+        "1Ti": {"medium": "Memory", "sizeLimit": "64Gi"},
+    }
+
+
+def test_it_takes_the_shared_memory_size_from_the_spec_when_given() -> None:
+    spec = pod_spec(shm_size="2Gi")
+    assert spec["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}
+    ]
+
+
+def test_a_template_stored_before_the_storage_fields_renders_as_before_plus_shared_memory() -> None:
+    """Old `Task.template`s have no volumes, tolerations nor shm_size: no claim, no tolerations,
+    the default /dev/shm (reconcile never rewrites an existing StatefulSet, see plan)."""
+    spec = pod_spec()
+    assert "tolerations" not in spec
+    assert spec["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
+    ]
+    assert statefulset(target()) == statefulset(target())
+
+
+def test_it_renders_tolerations_in_the_api_names_leaving_empty_fields_out() -> None:
+    spec = pod_spec(
+        tolerations=[
+            {"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": "NoSchedule",
+             "toleration_seconds": None},
+            {"key": "pool", "operator": "Equal", "value": "a100", "effect": "NoExecute",
+             "toleration_seconds": 600},
+            {"key": "", "operator": "Exists", "value": "", "effect": "",
+             "toleration_seconds": None},
+        ]
+    )  # fmt: skip
+    assert spec["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "pool", "operator": "Equal", "value": "a100", "effect": "NoExecute",
+         "tolerationSeconds": 600},
+        {"operator": "Exists"},
+    ]  # fmt: skip
+
+
+def test_a_batch_job_gets_the_same_volumes_and_tolerations() -> None:
+    template: dict[str, object] = {
+        "volumes": [{"claim": "outputs", "mount_path": "/outputs"}],
+        "tolerations": [{"key": "pool", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    sts = statefulset(target(TaskKind.STATEFULSET, **template))["spec"]["template"]["spec"]
+    job = batch_job(target(TaskKind.JOB, **template))["spec"]["template"]["spec"]
+    assert (job["volumes"], job["tolerations"]) == (sts["volumes"], sts["tolerations"])
+    assert job["containers"][0]["volumeMounts"] == sts["containers"][0]["volumeMounts"]

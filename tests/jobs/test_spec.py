@@ -50,6 +50,10 @@ def job_data(**changes: Any) -> dict[str, Any]:
                 "env": {"RAY_ADDRESS": "auto"},
                 "resources": {"cpu": "4", "memory": "16Gi", "gpu": 1},
                 "node_selector": {"nvidia.com/gpu.product": "A100-SXM4-80GB"},
+                "volumes": [{"claim": "outputs", "mount_path": "/outputs"}],
+                "tolerations": [
+                    {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+                ],
             },
             {"role": "worker", "replicas": 4, "image": "rlinf/rlinf:0.3"},
         ],
@@ -137,6 +141,45 @@ INVALID = [
     ("tasks.0.node_selector", {"gpu": "v" * 64}),
     ("tasks.0.node_selector.gpu", 1),
     ("tasks.0.priority", "high"),
+    # storage and placement (issue 11, item 3)
+    ("tasks.0.volumes", {"claim": "outputs", "mount_path": "/outputs"}),
+    ("tasks.0.volumes", [{"claim": f"c{i}", "mount_path": f"/m{i}"} for i in range(9)]),
+    (
+        "tasks.0.volumes",
+        [{"claim": "a", "mount_path": "/out"}, {"claim": "b", "mount_path": "/out"}],
+    ),
+    (
+        "tasks.0.volumes",
+        [{"claim": "a", "mount_path": "/out"}, {"claim": "b", "mount_path": "/out/ckpt"}],
+    ),
+    ("tasks.0.volumes.0", "outputs"),
+    ("tasks.0.volumes.0.claim", "Outputs"),
+    ("tasks.0.volumes.0.claim", "out_puts"),
+    ("tasks.0.volumes.0.claim", "a" * 254),
+    ("tasks.0.volumes.0.mount_path", "outputs"),
+    ("tasks.0.volumes.0.mount_path", "/"),
+    ("tasks.0.volumes.0.mount_path", "/outputs/"),
+    ("tasks.0.volumes.0.mount_path", "/outputs/../etc"),
+    ("tasks.0.volumes.0.mount_path", "/dev/shm"),
+    ("tasks.0.volumes.0.mount_path", "/proc"),
+    ("tasks.0.volumes.0.mount_path", "/sys/fs"),
+    ("tasks.0.volumes.0.read_only", "yes"),
+    ("tasks.0.volumes.0.sub_path", "/abs"),
+    ("tasks.0.volumes.0.sub_path", "a/../../b"),
+    ("tasks.0.volumes.0.sub_path", ""),
+    ("tasks.0.volumes.0.size", "10Gi"),
+    ("tasks.0.shm_size", "8 GB"),
+    ("tasks.0.shm_size", "0"),
+    ("tasks.0.shm_size", "512m"),
+    ("tasks.0.shm_size", "32Gi"),  # above the 16Gi memory request
+    ("tasks.0.tolerations", {"key": "pool"}),
+    ("tasks.0.tolerations.0", "pool"),
+    ("tasks.0.tolerations.0.key", "bad key!"),
+    ("tasks.0.tolerations.0.operator", "In"),
+    ("tasks.0.tolerations.0.effect", "NoScheduled"),
+    ("tasks.0.tolerations.0.value", "A100 80GB"),
+    ("tasks.0.tolerations.0.toleration_seconds", 1.5),
+    ("tasks.0.tolerations.0.toleration_seconds", True),
     ("tasks", []),
     ("tasks", "head"),
     ("tasks", [{"role": f"r{i}", "image": "busybox"} for i in range(21)]),
@@ -176,6 +219,15 @@ VALID = [
     ("tasks.0.image", "registry.example.com:5000/rl/rlinf@sha256:" + "a" * 64, None),
     ("name", "a" * 40, None),
     ("namespace", "team-a", "team-a"),
+    ("tasks.0.volumes.0.claim", "rlinf.outputs-1", None),
+    ("tasks.0.volumes.0.mount_path", "/outputs/run-1", None),
+    ("tasks.0.volumes.0.sub_path", "runs/ppo", None),
+    ("tasks.0.volumes.0.read_only", True, None),
+    ("tasks.0.shm_size", "16Gi", None),
+    ("tasks.0.shm_size", 1073741824, "1073741824"),
+    ("tasks.0.shm_size", None, None),
+    ("tasks.0.tolerations.0.key", "nvidia.com/gpu", None),
+    ("tasks.0.tolerations.0.value", "a100", None),
 ]
 
 
@@ -192,6 +244,58 @@ def test_it_accepts_kubernetes_values(
     for part in path.split("."):
         node = node[int(part)] if isinstance(node, list) else node[part]
     assert node == (value if stored is None else stored)
+
+
+TOLERATION_RULES = [
+    ({"operator": "Equal"}, "operator", "must be Exists when the key is empty"),
+    ({"key": "pool", "operator": "Exists", "value": "a100"}, "value", "must be empty"),
+    (
+        {"key": "pool", "effect": "NoSchedule", "toleration_seconds": 60},
+        "toleration_seconds",
+        "NoExecute",
+    ),
+]
+
+
+@pytest.mark.parametrize(("toleration", "field", "words"), TOLERATION_RULES)
+def test_it_checks_a_toleration_as_the_api_server_does(
+    alice: User, cluster: Cluster, toleration: dict[str, Any], field: str, words: str
+) -> None:
+    errors = errors_of(put(job_data(), "tasks.0.tolerations", [toleration]), alice)
+    assert list(errors) == [f"tasks.0.tolerations.0.{field}"]
+    assert words in errors[f"tasks.0.tolerations.0.{field}"]
+
+
+def test_it_accepts_the_tolerations_kubernetes_accepts(alice: User, cluster: Cluster) -> None:
+    tolerations = [
+        {"operator": "Exists"},
+        {"key": "pool", "operator": "Exists", "effect": "PreferNoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+         "toleration_seconds": 600},
+        {"key": "pool", "value": "", "effect": ""},
+    ]  # fmt: skip
+    spec = parse_job_spec(put(job_data(), "tasks.0.tolerations", tolerations), alice)
+    assert [t.model_dump() for t in spec.tasks[0].tolerations] == [
+        {"key": "", "operator": "Exists", "value": "", "effect": "", "toleration_seconds": None},
+        {"key": "pool", "operator": "Exists", "value": "", "effect": "PreferNoSchedule",
+         "toleration_seconds": None},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "value": "",
+         "effect": "NoExecute", "toleration_seconds": 600},
+        {"key": "pool", "operator": "Equal", "value": "", "effect": "", "toleration_seconds": None},
+    ]  # fmt: skip
+
+
+def test_it_names_both_overlapping_mount_paths(alice: User, cluster: Cluster) -> None:
+    volumes = [{"claim": "a", "mount_path": "/out"}, {"claim": "b", "mount_path": "/out/ckpt"}]
+    errors = errors_of(put(job_data(), "tasks.0.volumes", volumes), alice)
+    assert "'/out'" in errors["tasks.0.volumes"] and "'/out/ckpt'" in errors["tasks.0.volumes"]
+
+
+def test_a_task_stored_before_the_storage_fields_still_reads(alice: User, cluster: Cluster) -> None:
+    """Old `Job.spec["tasks"]` have no volumes, tolerations nor shm_size: the defaults apply."""
+    spec = JobSpec.model_validate(job_data(tasks=[{"role": "head", "image": "rlinf/rlinf:0.3"}]))
+    head = spec.tasks[0]
+    assert (head.volumes, head.tolerations, head.shm_size) == ([], [], None)
 
 
 def test_it_reports_every_error_at_once(alice: User, cluster: Cluster) -> None:
@@ -221,6 +325,9 @@ def test_it_fills_in_defaults_the_engine_relies_on(alice: User, cluster: Cluster
         "env": {},
         "resources": {"cpu": "1", "memory": "1Gi", "gpu": 0},
         "node_selector": {},
+        "tolerations": [],
+        "volumes": [],
+        "shm_size": None,
     }
 
 

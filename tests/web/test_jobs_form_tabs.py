@@ -58,6 +58,8 @@ def test_it_carries_what_was_typed_from_the_form_to_the_yaml_tab(logged_in: Clie
                 "env": {"A": "1", "B": "two"},
                 "resources": {"cpu": "4", "memory": "16Gi", "gpu": 1},
                 "node_selector": {"pool": "a100"},
+                "tolerations": [],
+                "volumes": [],
             }
         ],
     }
@@ -116,6 +118,14 @@ def test_it_keeps_what_the_form_cannot_parse_as_typed(logged_in: Client) -> None
         ("name: [x\n", "Line 2, column 1: expected &#x27;,&#x27; or &#x27;]&#x27;"),
         ("name: x\ncolor: red\n", "The form has no field for color"),
         ("name: x\ntasks:\n- role: w\n  env: [A]\n", "The form cannot show tasks.0.env"),
+        (
+            "name: x\ntasks:\n- role: w\n  volumes: [{claim: out, mount_path: /out}]\n",
+            "The form has no field for tasks.0.volumes",
+        ),
+        (
+            "name: x\ntasks:\n- role: w\n  shm_size: 8Gi\n",
+            "The form has no field for tasks.0.shm_size",
+        ),
         ("- just\n- a list\n", "The YAML must be a mapping"),
         ("tasks:\n" + "- {role: w}\n" * 21, "The form shows at most 20 roles"),
     ],
