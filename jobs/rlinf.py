@@ -37,6 +37,7 @@ from jobs.validators import (
 )
 
 TEMPLATE = "rlinf"
+OUTPUT = "/output"  # where the output claim is mounted
 RAY_PORT = 6379
 REPO = "/workspace/RLinf"  # where RLinf's images keep the checkout
 DRIVER = "/opt/trainyard/trainyard_driver.py"
@@ -99,6 +100,8 @@ class RlinfIn(BaseModel):
         default_factory=list, max_length=MAX_OVERRIDES
     )
     repo_path: Annotated[StrictStr, AfterValidator(_absolute)] = REPO
+    # The claim mounted at /output on every node: outputs and checkpoints outlive the pods.
+    output_claim: StrictStr | None = None
     log_path: Annotated[StrictStr, AfterValidator(_absolute)] | None = None
     resume_from: Annotated[StrictStr, AfterValidator(_absolute)] | Literal["auto"] | None = None
     placement: dict[StrictStr, StrictStr] = Field(default_factory=dict, max_length=16)
@@ -129,7 +132,7 @@ def head_dns(job: str) -> str:
 
 def log_path(job: str, choices: RlinfIn) -> str:
     """Stable across pods and runs: a re-created pod finds its outputs and checkpoints again."""
-    return choices.log_path or f"/output/{job}"
+    return choices.log_path or f"{OUTPUT}/{job}"
 
 
 def _entry_command(job: str, choices: RlinfIn) -> list[str]:
@@ -192,7 +195,11 @@ def expand(job: str, choices: RlinfIn) -> dict[str, Any]:
         "RAY_DEDUP_LOGS": "0",
         "EXPECTED_RAY_NODES": str(choices.nodes),
     }
-    node = {"image": choices.image, "env": env, "resources": resources, "command": ["bash", "-c"]}
+    node: dict[str, Any] = {
+        "image": choices.image, "env": env, "resources": resources, "command": ["bash", "-c"],
+    }  # fmt: skip
+    if choices.output_claim:
+        node["volumes"] = [{"claim": choices.output_claim, "mount_path": OUTPUT}]
     tasks = [{"role": "head", "replicas": 1, "args": [head_script(job, choices)], **node}]
     if choices.nodes > 1:
         worker = {"role": "worker", "replicas": choices.nodes - 1, "args": [worker_script(job)]}

@@ -69,6 +69,23 @@ def test_the_tasks_are_a_head_and_nodes_minus_one_workers_with_gpu_limits() -> N
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["EXPECTED_RAY_NODES"] == "3"
     assert headless_service(target)["spec"]["clusterIP"] == "None"  # the head's stable DNS name
+    pod = statefulset(target)["spec"]["template"]["spec"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    assert any(v.get("emptyDir", {}).get("medium") == "Memory" for v in pod["volumes"])
+
+
+def test_the_output_claim_is_mounted_where_the_log_path_lives() -> None:
+    (head,) = expand("ppo", choices(nodes=1, output_claim="ppo-out"))["tasks"]
+    assert head["volumes"] == [{"claim": "ppo-out", "mount_path": "/output"}]
+    target = Target(1, "ppo", "default", 1, 7, "head", "StatefulSet", 1, head)
+    pod = statefulset(target)["spec"]["template"]["spec"]
+    claims = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["volumes"]
+        if "persistentVolumeClaim" in v
+    ]
+    assert claims == ["ppo-out"]
+    assert "runner.logger.log_path=/output/ppo" in head["args"][0]
 
 
 def test_overrides_placement_and_resume_reach_the_entry() -> None:
