@@ -169,18 +169,25 @@ def _row(job_id: int, run: int, item: SignalBase, source: str, now: datetime) ->
     )  # fmt: skip
 
 
-def store(
-    job_id: int, run: int, items: Sequence[SignalBase], source: str = "signal"
-) -> tuple[int, int]:
-    """(accepted, duplicates): one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two requests
-    racing with the same message count it once between them."""
-    now = timezone.now()
+def insert(
+    job_id: int, run: int, items: Sequence[SignalBase], source: str, now: datetime
+) -> tuple[list[Signal], int]:
+    """The rows and how many went in: one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two
+    requests racing with the same message count it once between them."""
     rows = [_row(job_id, run, item, source, now) for item in items]
     fields = [f for f in Signal._meta.concrete_fields if not f.primary_key]
     inserted = Signal.objects._insert(  # type: ignore[attr-defined]
         rows, fields=fields, returning_fields=[Signal._meta.pk], on_conflict=OnConflict.IGNORE
     )
-    accepted = len(inserted or [])
+    return rows, len(inserted or [])
+
+
+def store(
+    job_id: int, run: int, items: Sequence[SignalBase], source: str = "signal"
+) -> tuple[int, int]:
+    """(accepted, duplicates): the messages inserted, then their Job run compacted."""
+    now = timezone.now()
+    rows, accepted = insert(job_id, run, items, source, now)
     compact(job_id, run, rows, now)
     return accepted, len(rows) - accepted
 
