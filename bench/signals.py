@@ -52,7 +52,8 @@ from jobs.signals import KEEP_LATEST, compact, signal_token
 
 JOBS, PODS_PER_JOB = 100, 10
 INTERVAL = 10  # seconds between one pod's messages
-ROUNDS = 60  # 10 minutes
+# 10 minutes; fewer on a machine too busy for the whole run (the report says how many)
+ROUNDS = 6 * int(os.environ.get("TRAINYARD_BENCH_SIGNAL_MINUTES", "10"))
 P95_TARGET_MS = 20.0
 TIMEOUT = 30  # seconds a pod waits for an answer (gunicorn's own worker timeout)
 NO_ANSWER = 0  # the code counted for a request that got none
@@ -353,7 +354,8 @@ def report(figures: Figures) -> str:
         "## Signal intake",
         "",
         f"{JOBS * PODS_PER_JOB:,} pods ({JOBS} Jobs of {PODS_PER_JOB}) each post one message "
-        f"every {INTERVAL} s for {minutes:g} minutes to `POST /api/v1/jobs/{{id}}/signals`, "
+        f"every {INTERVAL} s for {minutes:g} minute{'' if minutes == 1 else 's'} to "
+        "`POST /api/v1/jobs/{id}/signals`, "
         "against gunicorn with `deploy/gunicorn.conf.py` (4 sync workers) and the production "
         "settings of the load benchmark, on PostgreSQL (no Celery worker: a signal needs none). "
         f"Messages sent: {_kinds(figures.rounds)}; progress carries 3 to 8 metrics. The minutes "
@@ -396,7 +398,8 @@ def report(figures: Figures) -> str:
         f"{os.getloadavg()[0]:.2f} at the end: the latency includes waiting for a CPU.",
         "- Reproduce: `make bench`, or this one alone: `DATABASE_URL=postgres://postgres@"
         "127.0.0.1:5432/trainyard_bench REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python "
-        "-m bench signals` (about 11 minutes).",
+        "-m bench signals` (about 11 minutes; `TRAINYARD_BENCH_SIGNAL_MINUTES=1` for a one-minute "
+        "run).",
     ])  # fmt: skip
 
 

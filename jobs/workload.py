@@ -116,12 +116,12 @@ def _locked_report(job_id: int, run: int, now: datetime) -> WorkloadReport:
     """The Job's report row, locked until the transaction ends; created on the first message
     (ignoring a concurrent creation, then locking the row that won)."""
     reports = WorkloadReport.objects.select_for_update()
-    report = reports.filter(job_id=job_id).first()
-    if report is None:
+    try:
+        return reports.get(job_id=job_id)
+    except WorkloadReport.DoesNotExist:
         blank = WorkloadReport(job_id=job_id, run=run, first_received_at=now, last_received_at=now)
         WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
-        report = reports.get(job_id=job_id)
-    return report
+        return reports.get(job_id=job_id)
 
 
 def _fold_one(report: WorkloadReport, entry: dict[str, Any], at: datetime) -> str:
