@@ -3,8 +3,8 @@
 The database is a throwaway SQLite file under var/bench/ unless DATABASE_URL is set (then the
 benchmarks run on that database, which they flush between runs: never point it at production).
 `make bench` sets DATABASE_URL and REDIS_URL (PostgreSQL and Redis, as deployed); the load
-benchmark needs both. `python -m bench load faults` runs only the modules named (and writes only
-their sections).
+benchmark needs both. `python -m bench load faults` runs only the modules named and replaces only
+their sections (the header then describes this run).
 """
 
 from __future__ import annotations
@@ -40,10 +40,26 @@ def main(names: list[str]) -> None:
         started = time.perf_counter()
         sections.append(importlib.import_module(f"bench.{name}").run())
         print(f"bench: {name} done in {time.perf_counter() - started:.1f} s", flush=True)
-    write_report(sections, os.environ["DATABASE_URL"].split(":", 1)[0], load_at_start)
+    written = [section.split("\n", 1)[0].removeprefix("## ") for section in sections]
+    if names:  # the other sections stay as an earlier run wrote them
+        sections = merged(sections, (ROOT / "docs" / "benchmarks.md").read_text())
+    engine = os.environ["DATABASE_URL"].split(":", 1)[0]
+    write_report(sections, engine, load_at_start, written if names else [])
 
 
-def write_report(sections: list[str], database: str, load_at_start: float) -> None:
+def merged(sections: list[str], written: str) -> list[str]:
+    """The sections of a written report, each replaced by the new one of the same title, in
+    their order, then the new ones it did not have."""
+    new = {section.split("\n", 1)[0]: section for section in sections}
+    kept = ["## " + part.rstrip("\n") for part in written.split("\n## ")[1:]]
+    replaced = [new.pop(section.split("\n", 1)[0], section) for section in kept]
+    return replaced + list(new.values())
+
+
+def write_report(
+    sections: list[str], database: str, load_at_start: float, only: list[str] | None = None
+) -> None:
+    """The report; `only`: the titles of the sections this run wrote, when not all."""
     broker = "Redis" if os.environ.get("REDIS_URL") else "the embedded broker"
     header = (
         "# Benchmarks\n\n"
@@ -56,6 +72,11 @@ def write_report(sections: list[str], database: str, load_at_start: float) -> No
         f"- Run at: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1-minute load average "
         f"when it started: {load_at_start:.2f} (the machine is shared with other work)\n"
     )
+    if only:
+        header += (
+            f"- This run wrote only: {', '.join(only)}; the other sections are from an earlier "
+            "run, on the machine and at the time its own version of this header named\n"
+        )
     (ROOT / "docs" / "benchmarks.md").write_text(header + "\n" + "\n\n".join(sections) + "\n")
     print("bench: wrote docs/benchmarks.md")
 

@@ -8,7 +8,8 @@ Messages are validated per kind; (pod, uid, seq) is unique, so a resent message 
 (an insert that ignores conflicts, safe under concurrency). Old heartbeats and Ray reports are
 compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
 run, and the other kinds keep their latest few, at most once a minute per pod UID and kind: over
-a 3-day run the table stays bounded and most requests are a single INSERT.
+a 3-day run the table stays bounded and most requests compact nothing: one INSERT, then the
+fold into the Job's report (jobs.workload), in one transaction.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import QuerySet
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
@@ -169,18 +171,25 @@ def _row(job_id: int, run: int, item: SignalBase, source: str, now: datetime) ->
     )  # fmt: skip
 
 
-def store(
-    job_id: int, run: int, items: Sequence[SignalBase], source: str = "signal"
-) -> tuple[int, int]:
-    """(accepted, duplicates): one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two requests
-    racing with the same message count it once between them."""
-    now = timezone.now()
+def insert(
+    job_id: int, run: int, items: Sequence[SignalBase], source: str, now: datetime
+) -> tuple[list[Signal], int]:
+    """The rows and how many went in: one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two
+    requests racing with the same message count it once between them."""
     rows = [_row(job_id, run, item, source, now) for item in items]
     fields = [f for f in Signal._meta.concrete_fields if not f.primary_key]
     inserted = Signal.objects._insert(  # type: ignore[attr-defined]
         rows, fields=fields, returning_fields=[Signal._meta.pk], on_conflict=OnConflict.IGNORE
     )
-    accepted = len(inserted or [])
+    return rows, len(inserted or [])
+
+
+def store(
+    job_id: int, run: int, items: Sequence[SignalBase], source: str = "signal"
+) -> tuple[int, int]:
+    """(accepted, duplicates): the messages inserted, then their Job run compacted."""
+    now = timezone.now()
+    rows, accepted = insert(job_id, run, items, source, now)
     compact(job_id, run, rows, now)
     return accepted, len(rows) - accepted
 
@@ -199,30 +208,33 @@ def _due(key: str) -> bool:
 
 
 def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
-    """Bound the rows of a Job run, at most once a minute per pod UID and kind (a request is
-    then a single INSERT). Rows received within TRAINYARD_SIGNAL_KEEP_SECONDS are never removed,
-    so a client's retry within that window is still recognised as a duplicate."""
-    old = Signal.objects.filter(
-        job_id=job_id, run=run,
-        received_at__lt=now - timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS),
-    )  # fmt: skip
+    """Bound the rows of a Job run, at most once a minute per pod UID and kind (most requests
+    then compact nothing, and build no query for it). Rows received within
+    TRAINYARD_SIGNAL_KEEP_SECONDS are never removed, so a client's retry within that window is
+    still recognised as a duplicate."""
     newest: dict[tuple[str, str], int] = {}
     for row in rows:
         if row.kind in LATEST_ONLY:
             newest[row.kind, row.uid] = max(row.seq, newest.get((row.kind, row.uid), row.seq))
     for (kind, uid), seq in newest.items():  # older ones of this pod UID than the newest
         if _due(f"{job_id}:{run}:{kind}:{uid}"):
-            old.filter(kind=kind, uid=uid, seq__lt=seq).delete()
+            _old(job_id, run, kind, now).filter(uid=uid, seq__lt=seq).delete()
     for kind in {row.kind for row in rows} - set(LATEST_ONLY):
         if not _due(f"{job_id}:{run}:{kind}"):
             continue
         if kind == "progress":
-            _thin_progress(old.filter(kind=kind), job_id, run)
+            _thin_progress(_old(job_id, run, kind, now), job_id, run)
         else:
-            _keep_latest(old.filter(kind=kind), job_id, run, kind)
+            _keep_latest(_old(job_id, run, kind, now), job_id, run, kind)
 
 
-def _keep_latest(old: Any, job_id: int, run: int, kind: str) -> None:
+def _old(job_id: int, run: int, kind: str, now: datetime) -> QuerySet[Signal]:
+    """The Job run's rows of `kind` received before the keep window: the only ones removable."""
+    keep = timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS)
+    return Signal.objects.filter(job_id=job_id, run=run, kind=kind, received_at__lt=now - keep)
+
+
+def _keep_latest(old: QuerySet[Signal], job_id: int, run: int, kind: str) -> None:
     mine = Signal.objects.filter(job_id=job_id, run=run, kind=kind)
     if mine.count() <= KEEP_LATEST:
         return
@@ -230,7 +242,7 @@ def _keep_latest(old: Any, job_id: int, run: int, kind: str) -> None:
     old.exclude(pk__in=list(kept)).delete()
 
 
-def _thin_progress(old: Any, job_id: int, run: int) -> None:
+def _thin_progress(old: QuerySet[Signal], job_id: int, run: int) -> None:
     """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points, the old ones keep the first of each slice
     of time, slices aligned and a power of two seconds wide so that at most half the limit of
     them cover the span: the history keeps its shape over the whole run, at a resolution that

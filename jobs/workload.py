@@ -40,13 +40,17 @@ def record(
     job: Job, run: int, items: Sequence[SignalBase], source: SignalSource = SignalSource.SIGNAL
 ) -> Recorded:
     """Store the messages (deduplicated), fold them into the report, and act on a completion
-    (policy `stop_on_completion`)."""
-    accepted, duplicates = signals.store(job.pk, run, items, source)
-    outcome = fold(job.pk, run, items, source, timezone.now())
+    (policy `stop_on_completion`). The insert and the fold commit together (one commit per
+    request, the report's row lock taken last); the compaction follows, outside the lock."""
+    now = timezone.now()
+    with transaction.atomic():
+        rows, accepted = signals.insert(job.pk, run, items, source, now)
+        outcome = fold(job.pk, run, items, source, now)
+    signals.compact(job.pk, run, rows, now)
     stopped = False
     if outcome and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, outcome)
-    return Recorded(accepted, duplicates, stopped)
+    return Recorded(accepted, len(rows) - accepted, stopped)
 
 
 def stop_on_completion(job: Job, outcome: str) -> bool:
@@ -91,11 +95,10 @@ def _entry(item: SignalBase, source: SignalSource, now: datetime) -> dict[str, A
 def fold(
     job_id: int, run: int, items: Iterable[SignalBase], source: SignalSource, now: datetime
 ) -> str:
-    """Fold messages into the Job's report; the completion outcome they carried, else ""."""
-    with transaction.atomic():
-        blank = WorkloadReport(job_id=job_id, run=run, first_received_at=now, last_received_at=now)
-        WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
-        report = WorkloadReport.objects.select_for_update().get(job_id=job_id)
+    """Fold messages into the Job's report; the completion outcome they carried, else "".
+    Part of the caller's transaction when there is one (no savepoint)."""
+    with transaction.atomic(savepoint=False):
+        report = _locked_report(job_id, run, now)
         if report.run > run:  # a late word from an earlier run: the report is the current one's
             return ""
         if report.run < run:
@@ -107,6 +110,18 @@ def fold(
         report.last_received_at = max(report.last_received_at, now)
         report.save()
     return outcome
+
+
+def _locked_report(job_id: int, run: int, now: datetime) -> WorkloadReport:
+    """The Job's report row, locked until the transaction ends; created on the first message
+    (ignoring a concurrent creation, then locking the row that won)."""
+    reports = WorkloadReport.objects.select_for_update()
+    try:
+        return reports.get(job_id=job_id)
+    except WorkloadReport.DoesNotExist:
+        blank = WorkloadReport(job_id=job_id, run=run, first_received_at=now, last_received_at=now)
+        WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
+        return reports.get(job_id=job_id)
 
 
 def _fold_one(report: WorkloadReport, entry: dict[str, Any], at: datetime) -> str:
