@@ -3,8 +3,8 @@
 The database is a throwaway SQLite file under var/bench/ unless DATABASE_URL is set (then the
 benchmarks run on that database, which they flush between runs: never point it at production).
 `make bench` sets DATABASE_URL and REDIS_URL (PostgreSQL and Redis, as deployed); the load
-benchmark needs both. `python -m bench load faults` runs only the modules named (and writes only
-their sections).
+benchmark needs both. `python -m bench load faults` runs only the modules named and replaces only
+their sections, keeping the others and the header of the last full run.
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ def main(names: list[str]) -> None:
         started = time.perf_counter()
         sections.append(importlib.import_module(f"bench.{name}").run())
         print(f"bench: {name} done in {time.perf_counter() - started:.1f} s", flush=True)
-    write_report(sections, os.environ["DATABASE_URL"].split(":", 1)[0], load_at_start)
+    if names:
+        replace_sections(sections)
+    else:
+        write_report(sections, os.environ["DATABASE_URL"].split(":", 1)[0], load_at_start)
 
 
 def write_report(sections: list[str], database: str, load_at_start: float) -> None:
@@ -58,6 +61,17 @@ def write_report(sections: list[str], database: str, load_at_start: float) -> No
     )
     (ROOT / "docs" / "benchmarks.md").write_text(header + "\n" + "\n\n".join(sections) + "\n")
     print("bench: wrote docs/benchmarks.md")
+
+
+def replace_sections(sections: list[str]) -> None:
+    """Each section's "## " part of docs/benchmarks.md replaced (added at the end if new)."""
+    path = ROOT / "docs" / "benchmarks.md"
+    head, *parts = path.read_text().rstrip("\n").split("\n## ")
+    by_title = {part.split("\n", 1)[0]: part for part in parts}
+    for section in sections:
+        by_title[section.removeprefix("## ").split("\n", 1)[0]] = section.removeprefix("## ")
+    path.write_text("\n## ".join([head, *by_title.values()]) + "\n")
+    print("bench: replaced their sections in docs/benchmarks.md")
 
 
 if __name__ == "__main__":
