@@ -74,7 +74,7 @@ STACK = Stack(interval=INTERVAL, workers=1, concurrency=2, web=("-c", "deploy/gu
 LOCUST = Path(os.environ.get("TRAINYARD_LOCUST", settings.BASE_DIR / "var/bench/venv/bin/locust"))
 ACCESS_FORMAT = "%(r)s %(s)s %(L)s"  # request line, status, seconds in the worker
 # On a machine shared with other work: the stack ahead of it, locust ahead of the stack.
-STACK_NICENESS, LOCUST_NICENESS = -5, -10
+STACK_NICENESS, LOCUST_NICENESS = -15, -19
 # The stack's processes, by a word of their command line.
 GROUPS = ("gunicorn", "celery", "simcluster", "locust")
 
