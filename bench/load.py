@@ -324,6 +324,17 @@ def _sample_load(stop: threading.Event, load: list[float]) -> None:
         load.append(os.getloadavg()[0])
 
 
+def ahead_of_other_work() -> None:
+    """This process and all it starts at STACK_NICENESS, and so is its scheduling group: with
+    autogroups (Linux's default for desktops and many servers) the CPU is first shared between
+    sessions, whatever the niceness inside each, so other sessions' work would take its share
+    however nice the stack. Left as they are without the privilege."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, STACK_NICENESS)
+    with contextlib.suppress(OSError), Path("/proc/self/autogroup").open("w") as autogroup:
+        autogroup.write(str(STACK_NICENESS))
+
+
 def _ahead_of_other_work(stop: threading.Event) -> None:
     """The stack's processes and PostgreSQL's backends of this database at STACK_NICENESS,
     every second (gunicorn replaces a worker, Django reopens a connection after CONN_MAX_AGE):
@@ -441,8 +452,7 @@ def _wait_for_a_sync(cluster: Cluster, timeout: float = 60) -> None:
 
 def measure() -> list[Figures]:
     directory = settings.BASE_DIR / "var" / "bench" / "load"  # kept: the processes' logs
-    with contextlib.suppress(PermissionError):  # bringing the cluster up: ahead of other work
-        os.setpriority(os.PRIO_PROCESS, 0, STACK_NICENESS)
+    ahead_of_other_work()
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     with ExitStack() as stack:
@@ -579,8 +589,9 @@ def section(figures: Figures) -> str:
         "processes are counted by process tree, PostgreSQL by its backends of this database; "
         '"other work on the machine" is every other process alive at the end, "processes '
         'that ended" what the machine used beside all these (short-lived processes). locust '
-        f"ran at niceness {figures.locust_niceness}, the stack and its PostgreSQL backends at "
-        f"{STACK_NICENESS}, other work at its own (0 unless it asked otherwise). gunicorn used "
+        f"ran at niceness {figures.locust_niceness}, the stack and its scheduling group at "
+        f"{STACK_NICENESS}; PostgreSQL and Redis, servers shared with the other work, in their "
+        "own scheduling groups (only this database's backends reniced). gunicorn used "
         f"{figures.web_ms():.1f} ms of CPU per request answered.",
         f"- Time in gunicorn (its access log: from parsing the request to the last byte "
         f"written) against the time locust saw, medians of all requests: "
