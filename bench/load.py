@@ -601,20 +601,39 @@ def section(figures: Figures) -> str:
     ])  # fmt: skip
 
 
-def why(full: Figures) -> str:
-    """What the web server alone would need for the whole scenario, from its measured cost."""
+OTHER_WORK = ("other work on the machine", "processes that ended")
+
+
+def unchanged_share(figures: Figures) -> float:
+    """The share of polls answered 204 (nothing changed)."""
+    polls = {name: count for name, count in figures.codes.items() if " poll " in name}
+    unchanged = sum(count for name, count in polls.items() if name.endswith(" 204"))
+    return unchanged / max(sum(polls.values()), 1)
+
+
+def why(results: list[Figures]) -> str:
+    """Where an answer's time goes: the CPU the web server alone would need for the whole
+    scenario, from its measured cost, beside what the rest of the stack and other work used."""
+    full = results[0]
     needed = full.scenario.asked() * full.web_ms() / 1000
-    others = sum(cores for group, cores in full.cpu.items() if group != "gunicorn")
+    other = sum(full.cpu.get(group, 0) for group in OTHER_WORK)
+    stack = sum(full.cpu.values()) - other - full.cpu.get("gunicorn", 0)
+    shares = ", ".join(
+        f"{unchanged_share(figures):.0%} in the {figures.scenario.name} scenario"
+        for figures in results
+    )
     return (
-        f"- Where the time goes: at {full.web_ms():.1f} ms of CPU per request, the "
+        f"- Where the time goes: the console's own work is the time in gunicorn above; the rest "
+        "of an answer's time is spent waiting for a free web process, because the CPU is "
+        f"short. At {full.web_ms():.1f} ms of CPU per request, the "
         f"{full.scenario.asked():.0f} requests a second of the full scenario need "
-        f"{needed:.2f} cores for gunicorn alone, beside {others:.2f} cores that locust, "
-        "PostgreSQL, Celery, the simulated cluster and the rest used here, on a machine of "
-        f"{os.cpu_count()} cores; an answer that waits for a CPU waits in gunicorn's queue, which "
-        "is the latency above. The per-request cost is the console's own page and API work: "
-        '"Jobs pages" above has a poll\'s time and queries (an unchanged poll still runs the '
-        'queries that decide whether anything changed, then answers 204), "Signal intake" '
-        "a signal's."
+        f"{needed:.2f} cores for gunicorn alone, beside {stack:.2f} cores for locust, "
+        f"PostgreSQL, Celery, the simulated cluster and this process, and {other:.2f} cores "
+        f"that other work on this shared machine took, on a machine of {os.cpu_count()} cores. "
+        f"Polls answered 204 (unchanged): {shares}; a 204 is decided from the version's facts "
+        'alone ("Jobs pages" above: its queries and CPU), and a poll that re-renders does so '
+        "for a change or for the 30 s age step. Signals are the most frequent request "
+        '("Signal intake" above).'
     )
 
 
@@ -628,7 +647,6 @@ def _machine() -> str:
 
 
 def report(results: list[Figures]) -> str:
-    full = results[0]
     return "\n".join([
         "## Load",
         "",
@@ -649,7 +667,7 @@ def report(results: list[Figures]) -> str:
         "(`--reset-stats`).",
         "",
         *(section(figures) + "\n" for figures in results),
-        why(full),
+        why(results),
         "- Reproduce: `make bench` (every benchmark), or this one alone: `make bench-tools` "
         "(locust, requirements-bench.txt), then "
         "`DATABASE_URL=postgres://postgres@127.0.0.1:5432/trainyard_bench "
