@@ -57,9 +57,10 @@ from console.engine.cycle import sync_cluster
 from console.engine.one_job import gateway_for
 from console.models import Cluster, Membership, Project
 from console.web import POLL_SECONDS
-from jobs.choices import JobPhase
+from jobs.choices import Action, JobPhase
 from jobs.models import Job
 from jobs.signals import signal_token
+from jobs.status.lifecycle import allowed_actions
 from workers.models import Worker
 
 PODS = 10_000
@@ -201,8 +202,12 @@ def _plan(cluster: Cluster, people: list[User], scenario: Scenario) -> dict[str,
 
 
 def _operated(jobs: list[Job]) -> list[tuple[int, str]]:
-    """Each Job with the operation its state allows first."""
-    return [(job.pk, "resume" if job.stopped else "stop") for job in jobs]
+    """Each Job with the operation its phase allows first (spec §Job status)."""
+    return [
+        (job.pk, "stop" if Action.STOP in allowed_actions(JobPhase(job.phase), job.stopped)
+         else "resume")
+        for job in jobs
+    ]  # fmt: skip
 
 
 def _pods(jobs: list[Job]) -> list[dict[str, object]]:
