@@ -202,11 +202,16 @@ def _job_measures(client: Client, job: Job, task: Task, count: int) -> list[Meas
         part = client.get(status, headers=HTMX).content.decode()
         return part.split('hx-get="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
 
+    def rows_unchanged() -> str:
+        rows = client.get(workers, headers=HTMX).content.decode()
+        return rows.split('class="workers" hx-get="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+
     return [
         _measure(client, "Job page", size, f"/jobs/{job.pk}/"),
         _measure(client, "Job status part (htmx)", size, status, **HTMX),
         _measure(client, "Job status poll, unchanged (204)", size, unchanged, **HTMX),
         _measure(client, "Worker rows, first 50 (operator)", size, workers, **HTMX),
+        _measure(client, "Worker rows poll, unchanged (204)", size, rows_unchanged, **HTMX),
     ]
 
 

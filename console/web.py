@@ -4,7 +4,11 @@ A polled fragment carries a version, a digest of what it shows; a poll that send
 of what it would render anyway is answered 204 and htmx swaps nothing (STYLE: polling that idles).
 The version holds the reader's language (the same facts read differently in another one) and,
 for a fragment whose template words ages from the clock, the age step: those words move with
-time, not with the facts.
+time, not with the facts. The times every sync confirms (observed at, last sync, last reported
+at: a row's time or the cluster's last sync, the later) are not among the facts: they move with
+every cycle while nothing else did, and the age step refreshes them with the ages. A view
+computes its version before the rest of its context where it can, so that an unchanged poll
+costs only the reads its version needs.
 """
 
 from __future__ import annotations

@@ -12,6 +12,14 @@ from typing import Any
 from prometheus_client import multiprocess
 
 bind = "0.0.0.0:8000"
+# Sync workers, two per core the web process may use (WEB_CONCURRENCY; 4 for the 2 cores this
+# default is sized for). A request is short and mostly CPU (a poll answered 204 from its version,
+# a signal, a fragment: 2 to 15 ms) with waits on PostgreSQL in between: a second process per
+# core fills those waits, more only add memory and time slices. Sync workers share one listen
+# queue, so a request waits for the first free process; threads (gthread) would share one core
+# per process and queue each connection behind its process's own (docs/operations.md, "Sizing
+# the web tier").
+worker_class = "sync"
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 # A page or API call never waits on a cluster (requests only record intent), so a request that
 # takes this long is stuck: the worker is replaced.

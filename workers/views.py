@@ -76,9 +76,11 @@ def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str
     )
     summary = _summary(task)
     terminal = job.phase in JOB_TERMINAL or task.phase in TASK_TERMINAL
+    # "Last reported at" moves with every sync: in the version through the age step only, as on
+    # the job page (jobs.views.jobs.detail.status_facts) and the Jobs list.
     version = poll_version(
-        request, task.observed_at, task.phase, job.cluster.last_synced_at, summary, page.number,
-        only, diagnostics, [_row_key(row) for row in rows],
+        request, task.observed_at, task.phase, summary, page.number, only, diagnostics,
+        [_row_key(row) for row in rows],
         [(row.instance.pk, row.instance.phase, row.instance.restart_count, row.gone)
          for row in instances],
         now=now,

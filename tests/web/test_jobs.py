@@ -17,6 +17,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from console.models import Cluster, Membership, Node, Project
+from console.web import AGE_STEP_SECONDS
 from jobs.choices import Action, JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task
 from jobs.spec import TaskSpec
@@ -432,6 +433,62 @@ def test_it_refreshes_the_status_part_only_when_it_changed(
     assert get(client, alice, url, **HTMX).status_code == 204
     Task.objects.filter(job=job).update(ready_replicas=1, observed_at=NOW)
     assert get(client, alice, url, **HTMX).status_code == 200
+
+
+def test_it_answers_an_unchanged_status_poll_before_building_the_page(
+    client: Client, job: Job, alice: User
+) -> None:
+    """docs/decisions.md, "Web: one age step": the version is decided from its own facts; the
+    troubleshooting panel (Nodes, suspect Workers) is read only for a part that is rendered."""
+    client.force_login(alice)
+    version = version_in(body(client.get(f"/jobs/{job.pk}/?part=status", headers=HTMX)))
+
+    def tables(url: str) -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as captured:
+            status = client.get(url, headers=HTMX).status_code
+        return status, " ".join(query["sql"] for query in captured)
+
+    status, sql = tables(f"/jobs/{job.pk}/?part=status&v={version}")
+    assert status == 204 and '"console_node"' not in sql
+    status, sql = tables(f"/jobs/{job.pk}/?part=status&v=0")
+    assert status == 200 and '"console_node"' in sql
+
+
+def test_it_does_not_refresh_the_status_part_or_worker_rows_for_a_sync_alone(
+    client: Client, job: Job, alice: User, reachable: Cluster,
+    frozen_clock: time_machine.Traveller,
+) -> None:  # fmt: skip
+    """A sync that changed nothing moves only the times it confirms: no re-render each cycle;
+    the age step shows the new time (docs/decisions.md, "Web: one age step")."""
+    task = job.tasks.get()
+    status_url = f"/jobs/{job.pk}/?part=status"
+    workers_url = f"/jobs/{job.pk}/tasks/{task.pk}/workers/"
+    versions = [version_in(body(get(client, alice, url, **HTMX)))
+                for url in (status_url, workers_url)]  # fmt: skip
+    polls = [f"{status_url}&v={versions[0]}", f"{workers_url}?v={versions[1]}"]
+    frozen_clock.shift(timedelta(seconds=10))
+    Cluster.objects.filter(pk=reachable.pk).update(last_synced_at=NOW + timedelta(seconds=10))
+    assert [get(client, alice, url, **HTMX).status_code for url in polls] == [204, 204]
+    frozen_clock.shift(timedelta(seconds=AGE_STEP_SECONDS))
+    answers = [get(client, alice, url, **HTMX) for url in polls]
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert all("2026-03-02 12:00:10" in body(answer) for answer in answers)
+
+
+def test_it_refreshes_the_status_part_once_the_cluster_reported_after_a_stop(
+    client: Client, job: Job, alice: User, reachable: Cluster
+) -> None:
+    """The console's decision (spec §Job status) gives way to the observation at the first
+    poll after a sync that reported after it, not an age step later."""
+    Job.objects.filter(pk=job.pk).update(phase=JobPhase.STOPPED, stopped=True)
+    stop = record(job, alice, Action.STOP, Operation.Result.APPLIED)
+    Operation.objects.filter(pk=stop.pk).update(requested_at=NOW - timedelta(seconds=1))
+    first = body(get(client, alice, f"/jobs/{job.pk}/?part=status", **HTMX))
+    assert "decided by the console" in first
+    Cluster.objects.filter(pk=reachable.pk).update(last_synced_at=NOW)
+    url = f"/jobs/{job.pk}/?part=status&v={version_in(first)}"
+    answer = get(client, alice, url, **HTMX)
+    assert answer.status_code == 200 and "decided by the console" not in body(answer)
 
 
 def test_it_stops_polling_a_terminal_job(client: Client, job: Job, alice: User) -> None:

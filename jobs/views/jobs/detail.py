@@ -41,13 +41,17 @@ NodeRow = tuple[str, str, bool]  # name, phase, unschedulable
 
 @login_required
 def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """The status part refreshes with htmx; 204 when what it shows has not changed."""
+    """The status part refreshes with htmx; 204 when what it shows has not changed, decided
+    from its version's facts before the rest of the page is built."""
     job = get_job_for_user(request.user, pk)
     note_failure_seen(request.user, job)  # the dashboard lists a Failed job until a member looks
-    context = job_context(request, job)
     if request.htmx and request.GET.get("part") == "status":
+        facts = status_facts(request, job)
         fragment = "jobs/detail.html#status"
-        return not_modified(request, context["version"]) or render(request, fragment, context)
+        return not_modified(request, facts.version) or render(
+            request, fragment, job_context(request, job, facts)
+        )
+    context = job_context(request, job)
     context["delete_form"] = DeleteForm(job_name=job.name)
     context["reads_logs"] = reads_logs(request.user, job)
     context["record"] = record_text(request, job, context)
@@ -63,32 +67,67 @@ def job_record(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-def job_context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StatusFacts:
+    """What the status part's version is made of, read before anything else of the page: a
+    poll whose version is unchanged is answered with these alone."""
+
+    now: datetime
+    cluster: ClusterState
+    tasks: list[TaskRow]
+    operations: list[Operation]
+    actions: frozenset[Action]
+    diagnostics: bool
+    observed_at: datetime | None
+    decision: Operation | None
+    version: str
+
+
+def status_facts(request: HtmxHttpRequest, job: Job) -> StatusFacts:
+    """The times a sync confirms (observed at, last sync) move with every cycle, so they are in
+    the version only through the age step, as on the Jobs list; what a sync changes (phases,
+    counts, staleness, reachability, whether a decision still waits for a report) is in it."""
     now = timezone.now()
     cluster = cluster_state(job.cluster, now)
     tasks = _task_rows(job, now)
     operations = list(job.operations.select_related("user")[:HISTORY_LIMIT])
-    diagnostics = shows_diagnostics(request.user, job)
     actions = _actions(request, job)
-    diagnosis, capped = _diagnosis(job, cluster, tasks, diagnostics)
-    terminal = job.phase in JOB_TERMINAL
+    diagnostics = shows_diagnostics(request.user, job)
     observed_at = status.job_freshness(job, now).observed_at
     decision = _decision(job, operations, observed_at)
     version = poll_version(
-        request, _job_key(job), cluster, [_task_key(row) for row in tasks],
+        request, _job_key(job), cluster.reachable, cluster.stale, cluster.waiting,
+        [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
-        sorted(actions), diagnostics, now=now,
+        decision and decision.pk, sorted(actions), diagnostics, now=now,
     )  # fmt: skip
+    return StatusFacts(
+        now, cluster, tasks, operations, actions, diagnostics, observed_at, decision, version
+    )
+
+
+def job_context(
+    request: HtmxHttpRequest, job: Job, facts: StatusFacts | None = None
+) -> dict[str, Any]:
+    facts = facts or status_facts(request, job)
+    cluster, tasks, actions, operations = (
+        facts.cluster,
+        facts.tasks,
+        facts.actions,
+        facts.operations,
+    )
+    diagnosis, capped = _diagnosis(job, cluster, tasks, facts.diagnostics)
+    terminal = job.phase in JOB_TERMINAL
     return {
-        "job": job, "now": now, "cluster": cluster, "tasks": tasks, "operations": operations,
-        "observed_at": observed_at, "decision": decision,
+        "job": job, "now": facts.now, "cluster": cluster, "tasks": tasks,
+        "operations": operations, "observed_at": facts.observed_at, "decision": facts.decision,
         "awaiting_first_report": job.observed_at is None and job.phase == JobPhase.PENDING,
         "cloned_from": _cloned_from(request, job),
         "last_operation": operations[0] if operations else None,
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
-        "diagnostics": diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
-        "version": version,
+        "diagnostics": facts.diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
+        "version": facts.version,
         "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
         "is_running": job.phase == JobPhase.RUNNING,
         "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,
