@@ -209,15 +209,20 @@ def ray_membership(address: str) -> Membership | None:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=PROBE_SECONDS, check=False
         )
-        if done.returncode != 0:
-            say(f"`ray list nodes` exited {done.returncode}: {done.stderr.strip()[-300:]}")
-            return None
-        alive = [node for node in json.loads(done.stdout) if node.get("state") == "ALIVE"]
-        gpus = sum(float((node.get("resources_total") or {}).get("GPU", 0)) for node in alive)
-        return Membership(len(alive), int(gpus))
-    except (OSError, ValueError, AttributeError, subprocess.SubprocessError) as error:
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
         say(f"`ray list nodes` failed: {error!r}")
         return None
+    if done.returncode != 0:  # the last line of a traceback says why
+        last = (done.stderr.strip().splitlines() or [""])[-1][-300:]
+        say(f"`ray list nodes` exited {done.returncode}: {last}")
+        return None
+    try:
+        alive = [node for node in json.loads(done.stdout) if node.get("state") == "ALIVE"]
+        gpus = sum(float((node.get("resources_total") or {}).get("GPU", 0)) for node in alive)
+    except (ValueError, TypeError, AttributeError):
+        say(f"`ray list nodes` answered no node list: {done.stdout.strip()[:300]!r}")
+        return None
+    return Membership(len(alive), int(gpus))
 
 
 # --- the run -------------------------------------------------------------------------------------

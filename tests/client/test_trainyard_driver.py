@@ -36,14 +36,16 @@ WAIT = 30.0  # a bound on waiting for an event, never a pause
 
 FAKE_RAY = f"""#!{sys.executable}
 # `ray list nodes --format=json ...`: the first line of ALIVE is the alive count of this call
-# (the last one stays); "fail" exits 1 as Ray does when it is not up.
+# (the last one stays); "fail" exits 1 as Ray does when it is not up, "garbage" answers no JSON.
 import json, pathlib, sys
 counts = pathlib.Path(__file__).with_name("ALIVE")
 lines = counts.read_text().split()
 if len(lines) > 1:
     counts.write_text("\\n".join(lines[1:]))
 if lines[0] == "fail":
-    sys.exit("ConnectionError: Ray is not running")
+    sys.exit("Traceback (most recent call last):\\nConnectionError: Ray is not running")
+if lines[0] == "garbage":
+    sys.exit(print("Dashboard is starting"))
 node = {{"state": "ALIVE", "resources_total": {{"CPU": 8.0, "GPU": 4.0, "memory": "1 GiB"}}}}
 dead = {{"state": "DEAD", "resources_total": {{"GPU": 4.0}}}}
 print(json.dumps([node] * int(lines[0]) + [dead]))
@@ -276,7 +278,7 @@ def test_the_done_marker_can_come_from_the_environment(
 def test_it_waits_for_the_expected_nodes(
     env: dict[str, str], receiver: Receiver, tmp_path: Path
 ) -> None:
-    (tmp_path / "bin" / "ALIVE").write_text("fail 1 1 2")
+    (tmp_path / "bin" / "ALIVE").write_text("fail garbage 1 1 2")
     driver = Driver(env, "--expected-nodes", "2", entry=("--stdout", str(EMBODIED)))
     receiver.wait_for("completion")
     assert driver.stop() == 0
@@ -285,7 +287,8 @@ def test_it_waits_for_the_expected_nodes(
     kinds = [message["kind"] for message in receiver.messages if message["kind"] != "heartbeat"]
     assert kinds.index("ray") > kinds.index("phase")  # waiting_for_nodes comes first
     assert receiver.kinds("phase")[1]["phase"] == "waiting_for_nodes"
-    assert b"`ray list nodes` exited 1: ConnectionError" in driver.output["stderr"]
+    assert b"`ray list nodes` exited 1: ConnectionError: Ray is not" in driver.output["stderr"]
+    assert b"answered no node list: 'Dashboard is starting'" in driver.output["stderr"]
 
 
 def test_too_few_nodes_in_time_is_a_failed_completion(
