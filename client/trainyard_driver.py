@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -165,7 +166,7 @@ class ProgressParser:
 PIECES = re.compile(r"(?<=\n)|(?=\r)")
 
 
-def pump(source: IO[bytes], sink: IO[bytes], on_line: Any) -> None:
+def pump(source: IO[bytes], sink: IO[bytes], on_line: Callable[[str, bool], None]) -> None:
     """Copy the entry's output to ours as it comes, and hand every line to `on_line(line, ended)`
     (`ended`: it ended with a newline). A "\\r" redraw that ends a read is whole (tqdm writes
     one redraw at once), so a bar is read when drawn, not when the next one comes."""
