@@ -58,7 +58,7 @@ class Signals:
         self.requests = 0  # requests answered 202
         self._seq = itertools.count(time.time_ns())  # a restarted container goes on above
         self._queue: collections.deque[dict[str, Any]] = collections.deque()
-        self._in_flight = 0
+        self._in_flight: list[dict[str, Any]] = []  # the batch being sent
         self._cond = threading.Condition()
         self._warned: set[str] = set()
         self._sender: threading.Thread | None = None
@@ -119,13 +119,15 @@ class Signals:
         self._heartbeat.start()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything queued is sent or dropped; False when `timeout` ran out."""
+        """Wait until everything queued before this call is sent or dropped; False when
+        `timeout` ran out. Later messages (a heartbeat thread's) do not keep it waiting."""
         if not self.enabled:
             return True
         deadline = time.monotonic() + timeout
         with self._cond:
             self._cond.notify_all()
-            while self._queue or self._in_flight:
+            last = max(self._unsent(), default=-1)
+            while min(self._unsent(), default=last + 1) <= last:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -133,6 +135,10 @@ class Signals:
         return True
 
     # -- queue and sender -------------------------------------------------------------------
+    def _unsent(self) -> list[int]:
+        """The seq of every message queued or being sent (under the lock)."""
+        return [message["seq"] for message in itertools.chain(self._queue, self._in_flight)]
+
     def _put(self, kind: str, **fields: Any) -> None:
         if not self.enabled:
             return
@@ -183,7 +189,7 @@ class Signals:
                     self._queue.extendleft(reversed(batch[half:]))
                     batch = batch[:half]
                     body = json.dumps(batch).encode()
-                self._in_flight = len(batch)
+                self._in_flight = batch
             try:
                 retry = self._send(body)
             except Exception as error:
@@ -194,7 +200,7 @@ class Signals:
                     self._queue.extendleft(reversed(batch))
                     while len(self._queue) > self.max_queue:
                         self._drop_one()
-                self._in_flight = 0
+                self._in_flight = []
                 self._cond.notify_all()
             if retry:
                 time.sleep(delay * (0.5 + random.random() / 2))

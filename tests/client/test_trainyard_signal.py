@@ -6,11 +6,13 @@ from __future__ import annotations
 import atexit
 import http.server
 import importlib.util
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -190,3 +192,45 @@ def test_the_command_line_exits_0_when_the_console_is_unreachable() -> None:
     )  # fmt: skip
     assert done.returncode == 0
     assert "unreachable" in done.stderr
+
+
+def test_flush_waits_only_for_what_was_queued_before_it() -> None:
+    """A heartbeat thread keeps the queue from ever being empty: flush (and completion, which
+    flushes) still returns once the earlier messages are sent."""
+    kinds: list[str] = []
+
+    class Stub(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            kinds.extend(message["kind"] for message in body)
+            time.sleep(0.02)  # a few heartbeats are queued while each batch is sent
+            self.send_response(202)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/s"
+    signals = client().Signals(url=url, token="t", pod="p", uid="u", interval=0.05)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(0.005):
+            signals.heartbeat()
+
+    beating = threading.Thread(target=beat)
+    beating.start()
+    try:
+        signals.progress(1)
+        assert signals.flush(2)
+        assert "progress" in kinds
+    finally:
+        stop.set()
+        beating.join()
+        signals.flush(5)
+        atexit.unregister(signals.flush)
+        server.shutdown()
+        server.server_close()
