@@ -15,7 +15,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
 
-from console.engine.observed import Touched
+from console.engine.observed import BATCH, Touched
 from console.kube.manifests import Target
 from console.kube.observations import PodObs
 from console.models import Addon, Cluster, Node
@@ -24,8 +24,6 @@ from jobs.models import Job, Operation, Task, WorkflowEdge
 from jobs.signals import signal_token, signal_url
 from jobs.status.lifecycle import blocked_by
 from workers.models import PodInstance, Worker
-
-BATCH = 500  # values a `__in` lookup sends at most
 
 
 @dataclass
@@ -216,9 +214,23 @@ def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) 
         InstanceRow._make(row) for row in raw_rows(open_instances.values_list(*InstanceRow._fields))
     ]
     instances = [row for row in instances if touched.holds_pod(row.uid)]
-    rows = Worker.objects.filter(by_task)
     names = {pod.name for pod in pods if pod.uid in touched.pods}
     names |= {row.pod_name for row in instances}
+    return State(
+        cluster=cluster,
+        jobs=job_rows(jobs),
+        workers=_workers(by_task, touched, names),
+        instances={row.uid: row for row in instances},
+        nodes=_nodes(cluster.pk, touched),
+        addons=_addons(cluster.pk, touched),
+        operations=pending_operations(Q(job__in=Job.objects.filter(jobs))),
+        scope=touched,
+    )
+
+
+def _workers(by_task: Q, touched: Touched, names: set[str]) -> dict[int, dict[str, WorkerRow]]:
+    """Task pk -> pod name -> Worker, of the pods named (all of them for `everything`)."""
+    rows = Worker.objects.filter(by_task)
     if not touched.everything:
         rows = rows.filter(_among("pod_name", names))
     workers: dict[int, dict[str, WorkerRow]] = defaultdict(dict)
@@ -226,16 +238,7 @@ def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) 
         worker = WorkerRow._make(row)
         if touched.everything or worker.pod_name in names:
             workers[worker.task_id][worker.pod_name] = worker
-    return State(
-        cluster=cluster,
-        jobs=job_rows(jobs),
-        workers=workers,
-        instances={row.uid: row for row in instances},
-        nodes=_nodes(cluster.pk, touched),
-        addons=_addons(cluster.pk, touched),
-        operations=pending_operations(Q(job__in=Job.objects.filter(jobs))),
-        scope=touched,
-    )
+    return workers
 
 
 def pods_of_note(touched: Touched) -> Q:
