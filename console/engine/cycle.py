@@ -61,6 +61,7 @@ from console.engine.rows import (
     job_rows,
     load_state,
     needing_attention,
+    pods_of_note,
 )
 from console.engine.stored import SCHEMA
 from console.engine.streams import STREAMS
@@ -298,16 +299,19 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         gateway = gateway_for(cluster)
         reading = read(gateway, cluster, now)
         scope = touched(cluster, reading)
-        snapshot = observed.load(cluster.pk, scope, reading.changes)
+        snapshot = observed.load(cluster.pk, scope, reading.changes, noted=pods_of_note(scope))
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         return _unreachable(cluster, lease, now, error, started)
-    state = load_state(cluster, scope)
+    state = load_state(cluster, scope, snapshot.pods)
     held = renew_lease(cluster_id, lease) if _renewal_due(lease) else lease
     if held is None:
         return SyncResult(cluster_id, cluster.name, skipped=True)
     derive_blocked(state)
     reconciled = reconcile_cluster(gateway, state, snapshot, now)
-    gpus = observed.gpus_by_node(cluster.pk, scope, reading.changes)
+    allocated = {name: row.gpu_allocated for name, row in state.nodes.items()}
+    gpus = observed.gpus_by_node(
+        cluster.pk, scope, reading.changes, allocated, incremental=not reading.relisted
+    )
     changes = _derive(state, with_answers(snapshot, reconciled.answered), gpus, now)
     held = renew_lease(cluster_id, held) if _renewal_due(held) else held
     if held is None:  # the derivation outlived the lease: another cycle owns the rows now

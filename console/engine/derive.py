@@ -24,7 +24,6 @@ from console.engine.rows import (
     NodeRow,
     State,
     TaskRow,
-    WorkerRow,
     load_blocked,
 )
 from console.engine.write import BATCH, Changes, JobChange
@@ -113,34 +112,38 @@ def _derive_workers(
     task: TaskRow, pods: list[PodObs], index: Index, changes: Changes, state: State,
     task_changed: bool, now: datetime,
 ) -> bool:  # fmt: skip
-    """Writes the Workers of a Task when anything about them changed; True when it did.
+    """Writes the Workers of the touched pods whose facts changed; True when the Task must be
+    written (its view changed, a Worker changed, appeared or vanished).
 
-    The present Workers' `last_reported_at` is written with the Task's `observed_at`, so a Worker
-    older than its Task was missing (jobs.status.freshness.worker_missing). A Worker that vanishes
-    now was last reported by the previous successful sync."""
+    A written Task's present Workers are reported with its `observed_at` (by the database,
+    `Changes.reported_tasks`), so a Worker older than its Task was missing
+    (jobs.status.freshness.worker_missing). A Worker that vanishes now was last reported by the
+    previous successful sync. The Workers of untouched pods are neither loaded nor compared:
+    their pods did not change (state.scope)."""
     stored = state.workers.get(task.pk, {})
     present = {name: row for name, row in stored.items() if row.present}
-    facts = {pod.name: _worker_facts(pod, index, _last_phase(stored, pod)) for pod in pods}
-    vanished = [row for name, row in present.items() if name not in facts]
-    changed = task_changed or bool(vanished)
-    changed = changed or any(
-        name not in present or present[name].facts() != f for name, f in facts.items()
-    )
-    if not changed:
-        return False
-    for name, values in facts.items():
-        row = stored.get(name)
-        if row is not None and row.facts() == values:
-            changes.reported_workers.append((row.pk, task.pk))  # only its report time moves
-            changes.reported_at = now
+    names = {pod.name for pod in pods}
+    vanished = [row for name, row in present.items() if name not in names]
+    written = False
+    for pod in pods:
+        if not state.scope.holds_pod(pod.uid):
             continue
-        worker = Worker(task_id=task.pk, pod_name=name, last_reported_at=now)
+        row = stored.get(pod.name)
+        values = _worker_facts(pod, index, row.phase if row is not None else None)
+        if row is not None and row.present and row.facts() == values:
+            continue
+        worker = Worker(task_id=task.pk, pod_name=pod.name, last_reported_at=now)
         worker.__dict__.update(zip(WORKER_FACTS, values, strict=True))
         if row is not None:
             worker.pk = row.pk
             changes.workers.append(worker)
         else:
             changes.new_workers.append(worker)
+        written = True
+    if not (written or vanished or task_changed):
+        return False
+    changes.reported_tasks.append(task.pk)
+    changes.reported_at = now
     last_sync = state.cluster.last_synced_at
     for row in vanished:
         if last_sync is not None:  # a present row was written by a sync up to that one
@@ -148,11 +151,6 @@ def _derive_workers(
                 Worker(pk=row.pk, task_id=task.pk, last_reported_at=last_sync)
             )
     return True
-
-
-def _last_phase(stored: dict[str, WorkerRow], pod: PodObs) -> str | None:
-    row = stored.get(pod.name)
-    return row.phase if row is not None else None
 
 
 def _task_changed(task: TaskRow, view: TaskView) -> bool:
@@ -234,7 +232,8 @@ def _instance_facts(pod: PodObs, last_phase: str | None) -> tuple[Any, ...]:
 
 
 def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now: datetime) -> None:
-    """Every pod UID of the console's live Jobs (PRODUCT: instance history for operators)."""
+    """Every pod UID of the console's live Jobs (PRODUCT: instance history for operators); the
+    touched pods' only (state.scope): an untouched pod did not change."""
     tasks = {t.pk: j.pk for j in state.jobs if j.delete_requested_at is None for t in j.tasks}
     listed: set[str] = set()
     new: dict[str, tuple[Any, ...]] = {}
@@ -242,6 +241,8 @@ def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now
         if pod.owner.task_id not in tasks or not pod.uid:
             continue
         listed.add(pod.uid)
+        if not state.scope.holds_pod(pod.uid):
+            continue
         row = state.instances.get(pod.uid)
         facts = _instance_facts(pod, row.phase if row else None)
         if row is None:

@@ -10,7 +10,7 @@ the next one reads the same changes again.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,10 +53,12 @@ class Snapshot:
 
 @dataclass
 class Touched:
-    """What a cycle re-derives: these Jobs, these Nodes (and the pods on them), the add-ons.
-    `everything` (a cluster's first cycle) stands for every Job, Node and add-on."""
+    """What a cycle re-derives: these Jobs (their Tasks, from all their objects), the Workers
+    and pod instances of these pods (UIDs), these Nodes, the add-ons. `everything` (a
+    cluster's first cycle) stands for every Job, pod, Node and add-on."""
 
     jobs: set[int] = field(default_factory=set)
+    pods: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     addons: bool = False
     everything: bool = False
@@ -74,6 +76,11 @@ class Touched:
     def holds_node(self, name: str) -> bool:
         return self.everything or name in self.nodes
 
+    def holds_pod(self, uid: str) -> bool:
+        """Whether the pod's Worker and instance are compared with it: a pod that neither
+        changed nor stands on a changed Node still matches both."""
+        return self.everything or uid in self.pods
+
 
 def stored(cluster_id: int) -> dict[str, dict[str, Stored]]:
     """Stream -> UID -> what is stored: what a relist compares with."""
@@ -87,14 +94,16 @@ def stored(cluster_id: int) -> dict[str, dict[str, Stored]]:
 
 
 def touched(cluster_id: int, changes: Sequence[Change], always: Iterable[int]) -> Touched:
-    """The Jobs whose objects changed (and `always`), the Nodes that changed or whose pods did,
-    the add-ons when any of theirs changed; a changed Node also touches the Jobs with pods on it
-    (a pod's message names its node's trouble)."""
+    """The Jobs whose objects changed (and `always`), the pods that changed, the Nodes that
+    changed or whose pods did, the add-ons when any of theirs changed; a changed Node also
+    touches the pods on it and their Jobs (a pod's message names its node's trouble)."""
     result = Touched(jobs=set(always))
     changed_nodes = set()
     for change in changes:
         if change.stream in JOB_STREAMS and change.job_id is not None:
             result.jobs.add(change.job_id)
+            if change.stream == "pods":
+                result.pods.add(change.uid)
         if change.stream in POD_STREAMS and change.node_name:
             result.nodes.add(change.node_name)
         if change.stream == "nodes":
@@ -102,35 +111,50 @@ def touched(cluster_id: int, changes: Sequence[Change], always: Iterable[int]) -
         result.addons = result.addons or change.stream in ADDON_STREAMS
     if changed_nodes:
         result.nodes |= changed_nodes
-        result.jobs |= _jobs_on(cluster_id, changed_nodes, changes)
+        rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream="pods")
+        for job_id, uid in rows.filter(node_name__in=changed_nodes).values_list("job_id", "uid"):
+            result.jobs |= {job_id} if job_id is not None else set()
+            result.pods.add(uid)
     return result
 
 
-def _jobs_on(cluster_id: int, nodes: set[str], changes: Sequence[Change]) -> set[int]:
-    rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream="pods")
-    jobs = set(rows.filter(node_name__in=nodes).values_list("job_id", flat=True).distinct())
-    jobs |= {c.job_id for c in changes if c.stream == "pods" and c.node_name in nodes}
-    return {job for job in jobs if job is not None}
-
-
-def _selection(touched: Touched) -> Q:
+def _selection(touched: Touched, changes: Sequence[Change], noted: Q | None) -> Q:
     if touched.everything:
         return Q()
-    selected = Q(stream__in=JOB_STREAMS, job_id__in=touched.jobs)
+    of_jobs = Q(job_id__in=touched.jobs)
+    selected = Q(stream__in=[name for name in JOB_STREAMS if name != "pods"]) & of_jobs
+    selected |= Q(stream="pods") & of_jobs & _pods(touched, changes, noted)
     selected |= Q(stream="nodes", node_name__in=touched.nodes)
     return selected | Q(stream__in=ADDON_STREAMS) if touched.addons else selected
 
 
-def gpus_by_node(cluster_id: int, touched: Touched, changes: Sequence[Change]) -> dict[str, int]:
-    """GPUs held by the pods on each touched Node, summed by the database, this cycle's
-    changes laid over the stored pods."""
+def _pods(touched: Touched, changes: Sequence[Change], noted: Q | None) -> Q:
+    """The touched Jobs' stored pods a cycle reads: the noted ones and the touched ones this
+    cycle's changes do not carry (on a changed Node); all of them when `noted` is None or the
+    touched ones do not fit one statement."""
+    unchanged = touched.pods - {change.uid for change in changes}
+    if noted is None or len(unchanged) > BATCH:
+        return Q()
+    return noted | Q(uid__in=unchanged)
+
+
+def gpus_by_node(
+    cluster_id: int, touched: Touched, changes: Sequence[Change], allocated: Mapping[str, int],
+    incremental: bool,
+) -> dict[str, int]:  # fmt: skip
+    """GPUs held by the pods on each touched Node. `incremental` (a watch cycle): a Node's
+    stored total (`allocated`) moves by what its changed pods hold now minus what was stored of
+    them, so only the changed pods are read. A Node without a stored total, every Node on a
+    relist (which corrects any drift) or when the changes do not fit one statement, is summed
+    by the database over its stored pods, this cycle's changes laid over them."""
     changed = {(c.stream, c.uid): c for c in changes if c.stream in POD_STREAMS}
-    rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream__in=POD_STREAMS, gpus__gt=0)
-    if not touched.everything:
-        rows = rows.filter(node_name__in=touched.nodes)
-    totals: dict[str, int] = defaultdict(int)
-    for stream, uid, node, gpus in rows.values_list("stream", "uid", "node_name", "gpus"):
-        if (stream, uid) not in changed:
+    moving = incremental and not touched.everything and len(changed) <= BATCH
+    moved = touched.nodes & set(allocated) if moving else set()
+    totals: dict[str, int] = defaultdict(int, {name: allocated[name] for name in moved})
+    for stream, uid, node, gpus in _held(cluster_id, touched, changed, moved):
+        if node in moved:
+            totals[node] -= gpus  # what was stored of a changed pod
+        elif (stream, uid) not in changed:
             totals[node] += gpus
     for change in changed.values():
         if change.data is not None and change.gpus and touched.holds_node(change.node_name):
@@ -138,14 +162,31 @@ def gpus_by_node(cluster_id: int, touched: Touched, changes: Sequence[Change]) -
     return dict(totals)
 
 
+def _held(
+    cluster_id: int, touched: Touched, changed: Mapping[tuple[str, str], Change], moved: set[str]
+) -> list[tuple[str, str, str, int]]:
+    """The stored pods that hold GPUs: all of them on the Nodes summed, the changed ones on the
+    Nodes moved."""
+    rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream__in=POD_STREAMS, gpus__gt=0)
+    if not touched.everything:
+        uids = [uid for _stream, uid in changed]
+        summed = Q(node_name__in=touched.nodes - moved)
+        rows = rows.filter(summed | Q(node_name__in=moved, uid__in=uids))
+    return list(rows.values_list("stream", "uid", "node_name", "gpus"))
+
+
 def load(
-    cluster_id: int, touched: Touched, changes: Sequence[Change], only: Sequence[str] = ()
-) -> Snapshot:
+    cluster_id: int, touched: Touched, changes: Sequence[Change], only: Sequence[str] = (),
+    noted: Q | None = None,
+) -> Snapshot:  # fmt: skip
     """The touched objects as stored (of the streams named in `only`, when given), with this
-    cycle's changes laid over them, parsed."""
+    cycle's changes laid over them, parsed. `noted` (a filter on ObservedObject) narrows the
+    stored pods of the touched Jobs to those their Tasks' views need (rows.pods_of_note)
+    besides the touched ones; None reads them all."""
     if not touched.everything and not (touched.jobs or touched.nodes or touched.addons):
         return Snapshot()
-    rows = ObservedObject.objects.filter(_selection(touched), cluster_id=cluster_id)
+    selection = _selection(touched, changes, noted)
+    rows = ObservedObject.objects.filter(selection, cluster_id=cluster_id)
     rows = rows.filter(stream__in=only) if only else rows
     objects: dict[tuple[str, str], str | None] = {
         (stream, uid): data

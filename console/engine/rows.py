@@ -15,10 +15,11 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
 
-from console.engine.observed import Touched
+from console.engine.observed import BATCH, Touched
 from console.kube.manifests import Target
+from console.kube.observations import PodObs
 from console.models import Addon, Cluster, Node
-from jobs.choices import JobPhase, TaskKind, TaskPhase
+from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task, WorkflowEdge
 from jobs.signals import signal_token, signal_url
 from jobs.status.lifecycle import blocked_by
@@ -141,13 +142,9 @@ ADDON_FACTS = list(AddonRow._fields[3:])
 # A Worker was in the last sync that wrote its Task (jobs.status.freshness.worker_missing),
 # computed by the database: comparing 10,000 datetimes in Python costs more than the whole
 # comparison.
+IS_PRESENT = Q(task__observed_at__isnull=True) | Q(last_reported_at__gte=F("task__observed_at"))
 PRESENT = Case(
-    When(
-        Q(task__observed_at__isnull=True) | Q(last_reported_at__gte=F("task__observed_at")),
-        then=Value(True),
-    ),
-    default=Value(False),
-    output_field=BooleanField(),
+    When(IS_PRESENT, then=Value(True)), default=Value(False), output_field=BooleanField()
 )
 
 
@@ -163,6 +160,8 @@ class State:
     addons: dict[str, AddonRow]
     operations: dict[int, list[PendingOperation]]
     blocked: dict[int, list[str]] = field(default_factory=dict)
+    # The pods whose Workers and instances were loaded: the others are not compared.
+    scope: Touched = field(default_factory=lambda: Touched(everything=True))
 
 
 def raw_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
@@ -203,26 +202,62 @@ def of_jobs(cluster_id: int, touched: Touched) -> Q:
     return everything if touched.everything else everything & Q(pk__in=touched.jobs)
 
 
-def load_state(cluster: Cluster, touched: Touched) -> State:
-    """The touched rows of the cluster in a fixed number of queries, typed."""
+def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) -> State:
+    """The touched rows of the cluster in a fixed number of queries, typed: the touched Jobs
+    with their Tasks, and the Workers and open instances of the touched pods only (`pods`: the
+    snapshot's, to name them; the instances name the Workers of deleted pods)."""
     jobs = of_jobs(cluster.pk, touched)
     by_task = Q(task__job__in=Job.objects.filter(jobs))
-    workers: dict[int, dict[str, WorkerRow]] = defaultdict(dict)
-    rows = Worker.objects.filter(by_task).annotate(present=PRESENT)
-    for row in raw_rows(rows.values_list(*WorkerRow._fields)):
-        worker = WorkerRow._make(row)
-        workers[worker.task_id][worker.pod_name] = worker
     open_instances = PodInstance.objects.filter(by_task, gone_at__isnull=True)
-    instances = raw_rows(open_instances.values_list(*InstanceRow._fields))
+    if not touched.everything:
+        open_instances = open_instances.filter(_among("uid", touched.pods))
+    instances = [
+        InstanceRow._make(row) for row in raw_rows(open_instances.values_list(*InstanceRow._fields))
+    ]
+    instances = [row for row in instances if touched.holds_pod(row.uid)]
+    names = {pod.name for pod in pods if pod.uid in touched.pods}
+    names |= {row.pod_name for row in instances}
     return State(
         cluster=cluster,
         jobs=job_rows(jobs),
-        workers=workers,
-        instances={row[1]: InstanceRow._make(row) for row in instances},
+        workers=_workers(by_task, touched, names),
+        instances={row.uid: row for row in instances},
         nodes=_nodes(cluster.pk, touched),
         addons=_addons(cluster.pk, touched),
         operations=pending_operations(Q(job__in=Job.objects.filter(jobs))),
+        scope=touched,
     )
+
+
+def _workers(by_task: Q, touched: Touched, names: set[str]) -> dict[int, dict[str, WorkerRow]]:
+    """Task pk -> pod name -> Worker, of the pods named (all of them for `everything`)."""
+    rows = Worker.objects.filter(by_task)
+    if not touched.everything:
+        rows = rows.filter(_among("pod_name", names))
+    workers: dict[int, dict[str, WorkerRow]] = defaultdict(dict)
+    for row in raw_rows(rows.annotate(present=PRESENT).values_list(*WorkerRow._fields)):
+        worker = WorkerRow._make(row)
+        if touched.everything or worker.pod_name in names:
+            workers[worker.task_id][worker.pod_name] = worker
+    return workers
+
+
+def pods_of_note(touched: Touched) -> Q:
+    """The stored pods of the touched Jobs a Task's view needs besides the touched ones (a
+    filter on ObservedObject): those whose Worker may have a problem for the Task's message —
+    a superset of jobs.status.problems.pod_problem: a reason, phase Failed, a restart — and
+    every pod of a Task scaled to zero (its message counts them). The other pods neither
+    changed nor say anything in their Task's view."""
+    noted = Q(reason__gt="") | Q(phase=PodPhase.FAILED) | Q(restart_count__gt=0)
+    noted |= Q(task__desired_replicas=0) | Q(task__workload_replicas=0)
+    workers = Worker.objects.filter(noted, task__job_id__in=touched.jobs)
+    return Q(uid__in=workers.values("pod_uid"))
+
+
+def _among(name: str, values: set[str]) -> Q:
+    """`name` among `values`, in SQL while they fit one statement; beyond, every row of the
+    touched Jobs is read (a relist after a long outage) and the caller keeps those it needs."""
+    return Q(**{f"{name}__in": values}) if len(values) <= BATCH else Q()
 
 
 def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:

@@ -13,7 +13,14 @@ from django.db import connections, router, transaction
 from django.db.models import Field, Model
 from django.db.models.options import Options
 
-from console.engine.rows import ADDON_FACTS, INSTANCE_FACTS, NODE_FACTS, WORKER_FACTS, State
+from console.engine.rows import (
+    ADDON_FACTS,
+    INSTANCE_FACTS,
+    IS_PRESENT,
+    NODE_FACTS,
+    WORKER_FACTS,
+    State,
+)
 from console.models import Addon, Node
 from jobs.models import Job, Task, Workflow
 from workers.models import PodInstance, Worker
@@ -37,8 +44,8 @@ class Changes:
     new_workers: list[Worker] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
     vanished_workers: list[Worker] = field(default_factory=list)
-    # (pk, task pk) of Workers whose facts are unchanged: reported again at the cycle's time.
-    reported_workers: list[tuple[int, int]] = field(default_factory=list)
+    # Tasks written with `observed_at` = `reported_at`: their present Workers are reported then.
+    reported_tasks: list[int] = field(default_factory=list)
     reported_at: datetime | None = None
     new_instances: list[PodInstance] = field(default_factory=list)
     instances: list[PodInstance] = field(default_factory=list)
@@ -122,6 +129,7 @@ def write(changes: Changes, state: State) -> int:
     with transaction.atomic():
         keep = _unchanged_jobs(changes, state)
         written += _write_jobs([change for change in changes.jobs if change.pk in keep])
+        written += _report_workers(changes, task_jobs, keep)  # before the Tasks move on
         tasks = [task for task in changes.tasks if task_jobs.get(task.pk) in keep]
         written += update_rows(
             Task, ["phase", "ready_replicas", "message", "workload_replicas", "observed_at"], tasks
@@ -152,12 +160,21 @@ def _write_workers(changes: Changes, task_jobs: dict[int, int], keep: set[int]) 
     Worker.objects.bulk_create(new, batch_size=BATCH)
     fields = [*WORKER_FACTS, "last_reported_at"]
     count = len(new) + update_rows(Worker, fields, updated)
-    reported = [pk for pk, task in changes.reported_workers if task_jobs.get(task) in keep]
-    for start in range(0, len(reported), BATCH):
-        chunk = reported[start : start + BATCH]
-        count += Worker.objects.filter(pk__in=chunk).update(last_reported_at=changes.reported_at)
     vanished = _of_jobs(changes.vanished_workers, task_jobs, keep)
     return count + update_rows(Worker, ["last_reported_at"], vanished)
+
+
+def _report_workers(changes: Changes, task_jobs: dict[int, int], keep: set[int]) -> int:
+    """The present Workers of the written Tasks reported at the cycle's time, by the database
+    (no row is read): present means reported since their Task's stored `observed_at`, so this
+    runs before the Tasks are written."""
+    tasks = [task for task in changes.reported_tasks if task_jobs.get(task) in keep]
+    count = 0
+    for start in range(0, len(tasks), BATCH):
+        chunk = tasks[start : start + BATCH]
+        rows = Worker.objects.filter(IS_PRESENT, task_id__in=chunk)
+        count += rows.update(last_reported_at=changes.reported_at)
+    return count
 
 
 def _write_instances(changes: Changes, task_jobs: dict[int, int], keep: set[int]) -> int:

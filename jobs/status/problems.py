@@ -98,7 +98,11 @@ def _said(pod: PodObs, reason: str, text: str) -> Message:
 
 
 def pod_problem(pod: PodObs, nodes: Mapping[str, NodeObs]) -> Message | None:
-    """The one-line problem of a pod for its Task's message, or None when it has none."""
+    """The one-line problem of a pod for its Task's message, or None when it has none.
+
+    A pod with a problem has a Worker with a reason, phase Failed or a restart: the engine reads
+    only those besides the changed pods (console.engine.rows.pods_of_note); a new rule here
+    keeps that true."""
     if pod.phase is None:
         return Message("pod.node_lost", {"pod": pod.name, "node": pod.node_name or "?"})
     if _node_down(pod, nodes):

@@ -82,8 +82,9 @@ def test_it_applies_an_operation_through_the_worker(
     )  # fmt: skip
     job = Job.objects.get(pk=int(created.stdout.strip()))
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if Operation.objects.filter(job=job, result="applied").exists():
+    while time.monotonic() < deadline:  # the worker logs "succeeded" after the Operation's write
+        applied = Operation.objects.filter(job=job, result="applied").exists()
+        if applied and "succeeded" in worker.read_text(errors="replace"):
             break
         time.sleep(0.2)
     log = worker.read_text(errors="replace")

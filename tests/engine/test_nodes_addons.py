@@ -5,8 +5,11 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 
 from console.engine.cycle import sync_cluster
+from console.engine.stored import SCHEMA
 from console.kube.gateway import DEPLOYMENTS
 from console.models import Addon, Cluster, Node
+from jobs import operations
+from jobs.models import Job
 from simcluster.server import SimCluster
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
 
@@ -27,6 +30,23 @@ def test_it_lists_the_nodes_with_capacity_and_requested_gpus(alice: User, cluste
     assert [n.name for n in nodes] == ["sim-node-0", "sim-node-1", "sim-node-2"]
     assert all(n.phase == "Online" and n.gpu_capacity == 8 and n.cpu_capacity for n in nodes)
     assert all(n.last_heartbeat_at is not None and not n.unschedulable for n in nodes)
+
+
+def test_it_follows_the_gpus_held_per_node_as_pods_come_and_go(
+    alice: User, cluster: Cluster
+) -> None:
+    """Spec §Node and Addon status: a watch cycle moves a Node's total by its changed pods
+    only; a relist sums the pods again and finds the same totals."""
+    job = submit(alice, cluster, "train", task("worker", replicas=3))
+    sync_until(cluster, lambda: sum(n.gpu_allocated for n in Node.objects.all()) == 3)
+    operations.stop_job(alice, Job.objects.get(pk=job.pk))
+    sync_until(cluster, lambda: sum(n.gpu_allocated for n in Node.objects.all()) == 0)
+    operations.resume_job(alice, Job.objects.get(pk=job.pk))
+    sync_until(cluster, lambda: sum(n.gpu_allocated for n in Node.objects.all()) == 3)
+    watched = {n.name: n.gpu_allocated for n in Node.objects.all()}
+    Cluster.objects.filter(pk=cluster.pk).update(watch_cursors={"observations": SCHEMA})
+    assert sync_cluster(cluster.pk).relisted
+    assert {n.name: n.gpu_allocated for n in Node.objects.all()} == watched
 
 
 def test_it_shows_a_node_whose_kubelet_stopped_as_offline(

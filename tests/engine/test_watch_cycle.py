@@ -16,12 +16,15 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from console.engine import cycle
+from console.engine import cycle, observed
 from console.engine.cycle import SyncResult, sync_cluster
+from console.engine.observed import Touched
+from console.engine.rows import load_state
 from console.kube.gateway import PODS, STATEFULSETS
 from console.models import Cluster, ObservedObject
 from jobs import operations
 from jobs.models import Job, Task
+from jobs.status import freshness
 from simcluster.server import SimCluster
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
 from tests.engine.test_celery import database_url
@@ -226,3 +229,29 @@ def test_a_worker_killed_before_committing_leaves_the_events_to_the_next_cycle(
     until_watched(
         cluster, lambda: Worker.objects.filter(task__job=job, restart_count__gt=0).exists()
     )
+
+
+def test_a_changed_pod_rewrites_its_own_worker_and_keeps_the_others_present(
+    alice: User, cluster: Cluster, sim: SimCluster
+) -> None:
+    """Issue 9 §3, work proportional to change: a cycle loads the Worker and instance of the
+    pods that changed, not those of their Task's other pods, and the Task it writes still
+    reports those others present (jobs.status.freshness.worker_missing)."""
+    job = running(alice, cluster, replicas=3)
+    uid = (gateway(cluster).get(PODS, "default", "train-worker-0") or {})["metadata"]["uid"]
+    scope = Touched(jobs={job.pk}, pods={uid})
+    snapshot = observed.load(cluster.pk, scope, [])
+    state = load_state(Cluster.objects.get(pk=cluster.pk), scope, snapshot.pods)
+    assert [list(workers) for workers in state.workers.values()] == [["train-worker-0"]]
+    assert list(state.instances) == [uid]
+    sim.kill_pod("default", "train-worker-0")
+    until_watched(
+        cluster, lambda: Worker.objects.filter(task__job=job, restart_count__gt=0).exists()
+    )
+    until_watched(cluster, lambda: ready(job) == 3)
+    task_row = Task.objects.get(job=job)
+    workers = Worker.objects.filter(task=task_row).order_by("pod_name")
+    assert [(w.pod_name, w.restart_count > 0) for w in workers] == [
+        ("train-worker-0", True), ("train-worker-1", False), ("train-worker-2", False),
+    ]  # fmt: skip
+    assert not any(freshness.worker_missing(worker, task_row) for worker in workers)
