@@ -244,12 +244,12 @@ def measure(rounds: int = ROUNDS) -> Figures:
     with processes(directory, port, Stack(STACK.interval, 0, 1, web, production(directory))):
         _wait_for_web(port)
         before = {"web": _used(resource.RUSAGE_CHILDREN), "client": _used(resource.RUSAGE_SELF)}
-        busy = busy_seconds()
+        busy = busy_seconds()[0]
         posted, seconds = post_all(jobs, port, rounds)
         cpu = {
             "PostgreSQL (this database's backends)": _database_cpu(),
             "client (this process)": _used(resource.RUSAGE_SELF) - before["client"],
-            "machine": busy_seconds() - busy,
+            "machine": busy_seconds()[0] - busy,
         }
     cpu["web (gunicorn, the beat)"] = _used(resource.RUSAGE_CHILDREN) - before["web"]
     rows = Signal.objects.count()
