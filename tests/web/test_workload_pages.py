@@ -234,12 +234,14 @@ def test_it_names_the_console_for_an_operation_it_recorded_itself(
     client: Client, job: Job, alice: User
 ) -> None:
     message = Message("operation.stopped_on_completion", {"outcome": "succeeded"})
+    Job.objects.filter(pk=job.pk).update(phase=JobPhase.STOPPED, stopped=True)
     record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, message)
     html = body(get(client, alice, f"/jobs/{job.pk}/"))
     history = html[html.index('class="ops-table"') :]
     assert '<span class="by-console">⚙ the console</span>' in history
     assert "stopped by the job's stop_on_completion policy" in history
     assert "Stop · the console" in html, "the Applied card"
+    assert "spec.stopped was set to true by the console" in html, "the Observed card"
 
 
 # --- the list and the dashboard ---------------------------------------------------------------
@@ -261,10 +263,17 @@ def test_it_lists_each_jobs_workload_state_with_a_constant_number_of_queries(
     for index in range(6):
         other = make_job(project, reachable, f"other-{index}", owner=alice)
         post(other, {"kind": "heartbeat"})
+    eager = make_job(project, reachable, "eager", owner=alice)
+    Job.objects.filter(pk=eager.pk).update(
+        spec={**eager.spec, "policies": {"heartbeat_seconds": 5}}
+    )
+    with time_machine.travel(NOW - timedelta(seconds=16), tick=False):
+        post(eager, {"kind": "heartbeat"})  # quiet for 16 s: over 3 of its 5 s heartbeats
     html, many = listed()
     assert many == few
     assert html.count('data-status="Degraded"') == 1
     assert html.count('data-status="Starting"') == 6
+    assert html.count('data-status="Unresponsive"') == 1, "the policies read with the row"
     assert ">Workload<" in html
 
 
