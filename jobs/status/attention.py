@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 
 from console.web import age_words_in_steps
 from jobs.choices import JobPhase
-from jobs.messages import encode, render_text
+from jobs.messages import Message, encode, render_text
 from jobs.status.freshness import Freshness
 from jobs.status.troubleshoot import Diagnosis, FindingGroup, Problem
 from jobs.status.workload import Workload
@@ -48,10 +48,15 @@ class JobFacts:
 
 def workload_reason(workload: Workload) -> Reason | None:
     """A workload that is Stalled, Unresponsive, Degraded or reported its failure (issue 10):
-    its state and why, in the job page's Workload panel's words."""
+    its state and why, in the job page's Workload panel's words. The seconds it counts go in
+    steps of 10, as the dashboard's ages do, so its poll re-renders only when they moved on."""
     if not workload.needs_attention:
         return None
-    why = render_text(encode(workload.reason)) if workload.reason else ""
+    reason = workload.reason
+    seconds = reason.params.get("seconds") if reason else None
+    if reason is not None and isinstance(seconds, int):
+        reason = Message(reason.code, {**reason.params, "seconds": seconds // 10 * 10})
+    why = render_text(encode(reason)) if reason else ""
     return Reason(_("Workload %(state)s: %(reason)s") % {"state": workload.state, "reason": why})
 
 

@@ -285,7 +285,7 @@ def test_it_lists_workloads_needing_attention_first_on_the_dashboard(
     degraded = make_job(project, reachable, "degraded", owner=alice)
     post(degraded, {"kind": "ray", "expected_nodes": 4, "alive_nodes": 2})
     quiet = make_job(project, reachable, "quiet", owner=alice, created_at=NOW)
-    with time_machine.travel(NOW - timedelta(minutes=10), tick=False):
+    with time_machine.travel(NOW - timedelta(seconds=607), tick=False):
         post(quiet, {"kind": "heartbeat"})
     fine = make_job(project, reachable, "fine", owner=alice)
     post(fine, {"kind": "progress", "step": 3})
@@ -293,7 +293,7 @@ def test_it_lists_workloads_needing_attention_first_on_the_dashboard(
     rows = re.findall(r'<tr data-job="([\w-]+)"', html)
     assert set(rows[:3]) == {"failing", "degraded", "quiet"} and "fine" not in rows
     assert "Workload Degraded: 2 of 4 Ray nodes alive." in html
-    assert "Workload Unresponsive: No message for 600 s" in html
+    assert "Workload Unresponsive: No message for 600 s" in html, "seconds in steps of 10"
     assert "Workload Failed: The workload reported failed. NaN loss" in html
 
 
