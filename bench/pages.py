@@ -1,6 +1,7 @@
 """Server time and SQL queries of the Jobs pages at two sizes (issue 5: the jobs list with 10,000
 jobs and a job page with 1,000 workers each render in at most 50 ms, with a query count that does
-not grow with the rows shown).
+not grow with the rows shown; issue 10: every Job has a workload report, and the list and the
+dashboard derive the workload state of every Job they judge).
 
 Rows are bulk-created in the benchmark database; every page is rendered through Django's test
 client by a logged-in member (middleware, session, templates: the whole server side), best of N.
@@ -23,7 +24,7 @@ from django.utils import timezone
 from console.models import Cluster, Membership, Node, Project
 from jobs.access import operators_group
 from jobs.choices import JobPhase, PodPhase, TaskPhase
-from jobs.models import Job, Operation, Task
+from jobs.models import Job, Operation, Task, WorkloadReport
 from jobs.spec import TaskSpec
 from workers.models import PodInstance, Worker
 
@@ -111,6 +112,38 @@ def _fill_jobs(project: Project, cluster: Cluster, total: int) -> None:
         ),
         batch_size=1_000,
     )  # fmt: skip
+    reported = Job.objects.filter(workload__isnull=True).values_list("pk", flat=True)
+    WorkloadReport.objects.bulk_create(
+        (_workload_report(pk, now) for pk in reported.iterator()), batch_size=1_000
+    )
+
+
+def _workload_report(job_id: int, now: datetime) -> WorkloadReport:
+    """A report as jobs.workload folds it, for a mix of states: most Jobs progress, some stall,
+    some are quiet (Unresponsive), some lost a Ray node (Degraded), some completed."""
+    quiet = 200 if job_id % 5 == 0 else job_id % 20  # seconds since the last message
+    advanced = 400 if job_id % 3 == 0 else quiet  # a third stopped advancing: Stalled
+
+    def stamp(ago: float) -> dict[str, object]:
+        at = (now - timedelta(seconds=ago)).isoformat()
+        return {"pod": "p-0", "at": at, "received_at": at, "source": "signal"}
+
+    step = 500 + job_id % 100
+    advanced_at = (now - timedelta(seconds=advanced)).isoformat()
+    latest: dict[str, dict[str, object]] = {
+        "heartbeat": stamp(quiet),
+        "progress": {"step": step, "max_steps": 1_000, "metrics": {"loss": 0.4, "reward": 1.5},
+                     "advanced_at": advanced_at, **stamp(quiet)},
+        "ray": {"expected_nodes": 4, "alive_nodes": 3 if job_id % 7 == 0 else 4, **stamp(quiet)},
+    }  # fmt: skip
+    if job_id % 11 == 0:
+        latest["completion"] = {"outcome": "succeeded", "exit_code": 0, **stamp(quiet)}
+    start = now.timestamp() - advanced - 120
+    return WorkloadReport(
+        job_id=job_id, run=1, first_received_at=now - timedelta(hours=1),
+        last_received_at=now - timedelta(seconds=quiet), latest=latest,
+        steps=[[start + 10 * n, step - 11 + n] for n in range(12)],
+    )  # fmt: skip
 
 
 def _job_with_workers(project: Project, cluster: Cluster, count: int) -> tuple[Job, Task]:
@@ -190,6 +223,7 @@ def _list_measures(client: Client, count: int) -> list[Measure]:
         _measure(client, "Jobs list, by name, page 20", size, "/jobs/?sort=name&page=20"),
         _measure(client, "Jobs list, phase + name filter", size, "/jobs/?phase=Running&q=job-0"),
         _measure(client, "Jobs rows poll, unchanged (204)", size, unchanged, **HTMX),
+        _measure(client, "Dashboard (attention list)", size, "/"),
     ]
 
 
@@ -224,7 +258,9 @@ def _report(measures: list[Measure], floor: Measure, load: float) -> str:
         f"queries of one render. Target: every page at most {TARGET_MS:.0f} ms at the larger "
         "size, with the same query count at both sizes. Planner statistics are refreshed after "
         "each bulk load (`ANALYZE`), as autovacuum does on PostgreSQL. Worker rows show 50 pods "
-        "a page (with the operator's instance history of those pods).",
+        "a page (with the operator's instance history of those pods). Every Job has a workload "
+        "report (progressing, stalled, quiet, degraded or completed), whose state the list "
+        "derives for each row shown and the dashboard for up to 500 live Jobs.",
         "",
         f"- Floor in the same run: the anonymous login page, best {floor.best_ms:.1f} ms "
         f"(median {floor.median_ms:.1f} ms); 1-minute load average at the start: {load:.2f} "

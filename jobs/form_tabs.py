@@ -17,7 +17,15 @@ import yaml
 from django.utils.translation import gettext
 from pydantic import ValidationError
 
-from jobs.forms import JOB_FIELDS, ROLE_PREFIX, JobForm, RoleForm, empty_role, spec_data
+from jobs.forms import (
+    JOB_FIELDS,
+    POLICY_FIELDS,
+    ROLE_PREFIX,
+    JobForm,
+    RoleForm,
+    empty_role,
+    spec_data,
+)
 from jobs.spec import MAX_TASKS, JobSpec
 
 TASK_FIELDS = (
@@ -62,6 +70,9 @@ def typed_spec(job: JobForm, roles: Iterable[RoleForm]) -> dict[str, Any]:
     for name in JOB_FIELDS:
         if name in job.errors:
             data[name] = job[name].value()
+    for name in POLICY_FIELDS:
+        if name in job.errors:
+            data["policies"][name] = job[name].value()
     for task, role in zip(data["tasks"], roles, strict=True):
         for name in role.errors:
             *parents, last = _TASK_PATH.get(name, (name,))
@@ -74,11 +85,14 @@ def typed_spec(job: JobForm, roles: Iterable[RoleForm]) -> dict[str, Any]:
 
 def _whole_numbers(data: dict[str, Any]) -> dict[str, Any]:
     """ "3" typed in Replicas is 3 in YAML (the form's fields are text)."""
+    policies = data.get("policies") or {}
+    holders = [(policies, "heartbeat_seconds"), (policies, "stall_after_seconds")]
     for task in data.get("tasks") or ():
-        for holder, key in ((task, "replicas"), (task.get("resources") or {}, "gpu")):
-            value = holder.get(key)
-            if isinstance(value, str) and re.fullmatch(r"-?\d{1,18}", value.strip()):
-                holder[key] = int(value)
+        holders += [(task, "replicas"), (task.get("resources") or {}, "gpu")]
+    for holder, key in holders:
+        value = holder.get(key)
+        if isinstance(value, str) and re.fullmatch(r"-?\d{1,18}", value.strip()):
+            holder[key] = int(value)
     return data
 
 
@@ -139,7 +153,13 @@ def form_problem(data: Any) -> str | None:
     """Why the form cannot hold this YAML's values without losing some, or None."""
     if not isinstance(data, Mapping):
         return gettext("The YAML must be a mapping with name, cluster and tasks.")
-    problem = _unknown(data, (*JOB_FIELDS, "tasks"), "")
+    problem = _unknown(data, (*JOB_FIELDS, "tasks", "policies"), "")
+    if problem:
+        return problem
+    policies = data.get("policies")
+    if policies is not None and not isinstance(policies, Mapping):
+        return _wrong_shape("policies")
+    problem = _unknown(policies or {}, POLICY_FIELDS, "policies.")
     if problem:
         return problem
     tasks = data.get("tasks")
@@ -193,6 +213,8 @@ def form_post(data: Mapping[str, Any]) -> dict[str, str]:
     """The YAML's values as the create form would post them (one role form per task)."""
     tasks = [task for task in data.get("tasks") or () if isinstance(task, Mapping)] or [{}]
     post = {"mode": "form", **{name: _text(data.get(name)) for name in JOB_FIELDS}}
+    policies = data.get("policies") or {}
+    post.update({name: _text(policies.get(name)) for name in POLICY_FIELDS})
     post[f"{ROLE_PREFIX}-TOTAL_FORMS"] = str(len(tasks))
     post[f"{ROLE_PREFIX}-INITIAL_FORMS"] = "0"
     for index, task in enumerate(tasks):

@@ -18,7 +18,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from jobs.choices import JobPhase, TaskKind
-from jobs.spec import JOB_NAME_MAX, MAX_TASKS, JobSpec, TaskSpec
+from jobs.spec import JOB_NAME_MAX, MAX_TASKS, JobPolicies, JobSpec, TaskSpec
+from jobs.status.workload import HEARTBEAT_SECONDS
 
 ROLE_PREFIX = "roles"
 # Where a spec path's field lives in a role form: tasks.N.<key>[.<rest>] -> field name.
@@ -37,6 +38,9 @@ ROLE_FIELD_OF = {
     "resources": "cpu",
 }
 JOB_FIELDS = ("name", "project", "cluster", "namespace")
+# The Job's policies (jobs.spec.JobPolicies): fields of the Job form, `policies.<name>` in a spec.
+POLICY_FIELDS = ("stop_on_completion", "heartbeat_seconds", "stall_after_seconds",
+                 "progress_from_logs")  # fmt: skip
 _SUFFIX = re.compile(r"^(?P<base>.*?)(?:-(?P<number>\d+))?$")
 
 
@@ -55,6 +59,43 @@ class JobForm(forms.Form):
         required=False,
         max_length=63,
         help_text=_("Empty: the cluster's default namespace."),
+    )
+    stop_on_completion = forms.BooleanField(
+        label=_("Stop on completion"),
+        required=False,
+        help_text=_(
+            "When the workload reports its completion (succeeded or failed), the console stops "
+            "the job and frees its GPUs. The job then shows Stopped, with the outcome beside it."
+        ),
+    )
+    heartbeat_seconds = forms.CharField(
+        label=_("Heartbeat interval (s)"),
+        required=False,
+        max_length=8,
+        initial=str(HEARTBEAT_SECONDS),
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "placeholder": HEARTBEAT_SECONDS}),
+        help_text=_(
+            "How often the workload says it is alive; after three intervals without a message "
+            "it shows Unresponsive. At least 5; empty: 30."
+        ),
+    )
+    stall_after_seconds = forms.CharField(
+        label=_("Stalled after (s)"),
+        required=False,
+        max_length=8,
+        widget=forms.TextInput(attrs={"inputmode": "numeric"}),
+        help_text=_(
+            "Seconds without a step advance before the workload shows Stalled. At least 5; "
+            "empty: derived from its recent step times (never under 120 s)."
+        ),
+    )
+    progress_from_logs = forms.BooleanField(
+        label=_("Progress from logs"),
+        required=False,
+        help_text=_(
+            "Read RLinf's own progress lines (Global Step: k/N) from the head pod's log, for a "
+            "training script that sends no signals."
+        ),
     )
 
     def __init__(
@@ -208,10 +249,25 @@ def spec_data(job: JobForm, roles: Iterable[RoleForm]) -> dict[str, Any]:
         "project": data.get("project") or None,
         "namespace": data.get("namespace") or None,
         "tasks": [_task_data(role.cleaned_data) for role in roles],
+        "policies": policies_data(data),
     }
     if "cluster" in job.errors:
         spec["cluster"] = None
     return spec
+
+
+def policies_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy fields as the spec's `policies`: empty numbers take the spec's defaults, and
+    numbers stay as typed, so the spec says "Must be a whole number" for "ten"."""
+    policies: dict[str, Any] = {
+        "stop_on_completion": bool(data.get("stop_on_completion")),
+        "progress_from_logs": bool(data.get("progress_from_logs")),
+    }
+    for name in ("heartbeat_seconds", "stall_after_seconds"):
+        typed = str(data.get(name) or "").strip()
+        if typed:
+            policies[name] = typed
+    return policies
 
 
 def _task_data(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -242,6 +298,8 @@ def apply_spec_errors(errors: Mapping[str, str], job: JobForm, roles: list[RoleF
         index, _, field_path = rest.partition(".")
         if head in JOB_FIELDS:
             _add_once(job, head, message)
+        elif head == "policies" and index in POLICY_FIELDS:
+            _add_once(job, index, message)
         elif head == "tasks" and index.isdigit() and int(index) < len(roles) and field_path:
             _add_once(roles[int(index)], _role_field(field_path), message)
         else:
@@ -265,6 +323,18 @@ def job_initial(spec: JobSpec, name: str) -> dict[str, Any]:
         "project": spec.project or "",
         "cluster": spec.cluster,
         "namespace": spec.namespace or "",
+        **policies_initial(spec.policies),
+    }
+
+
+def policies_initial(policies: JobPolicies) -> dict[str, Any]:
+    """The spec's policies as the Job form shows them (the inverse of `policies_data`)."""
+    stall = policies.stall_after_seconds
+    return {
+        "stop_on_completion": policies.stop_on_completion,
+        "heartbeat_seconds": str(policies.heartbeat_seconds),
+        "stall_after_seconds": "" if stall is None else str(stall),
+        "progress_from_logs": policies.progress_from_logs,
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.utils import translation
+from django.utils.translation import gettext as _
 
 from console import audit
 from jobs.choices import Action
@@ -23,6 +24,11 @@ Result = Operation.Result
 def owner(user: User) -> Any:
     """The user to store: None for the console itself (an anonymous user)."""
     return user if user.is_authenticated else None
+
+
+def recorded_by(user: Any) -> str:
+    """Who an Operation names: its user, or the console itself (a policy acted; no user)."""
+    return str(user.username) if user is not None else _("the console")
 
 
 def _in_english(message: Message) -> str:

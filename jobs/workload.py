@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from jobs import signals
@@ -175,20 +176,28 @@ def report_of(row: WorkloadReport | None) -> Report | None:
     return Report(**{name: getattr(row, name) for name in REPORT_FIELDS})
 
 
+# What `with_workload` reads of a Job's spec: its policies only (a list leaves the spec out).
+POLICIES = "workload_policies"
+# The report's fields a list selects with the Job (`.only(*REPORT_ONLY)` beside its own).
+REPORT_ONLY = tuple(f"workload__{name}" for name in REPORT_FIELDS)
+
+
 def workload_of(job: Job, now: datetime | None = None) -> Workload:
     """The Job's workload state (one query unless the report was selected with the Job)."""
     try:
         row = job.workload
     except WorkloadReport.DoesNotExist:
         row = None
+    spec = {"policies": getattr(job, POLICIES)} if hasattr(job, POLICIES) else job.spec
     return derive(
-        report_of(row), JobPhase(job.phase), job.run, Policies.of(job.spec), now or timezone.now()
+        report_of(row), JobPhase(job.phase), job.run, Policies.of(spec), now or timezone.now()
     )
 
 
 def with_workload(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """The Jobs with their report joined, so a list derives every state without a query each."""
-    return jobs.select_related("workload")
+    """The Jobs with their report joined and their policies read out of their spec, so a list
+    derives every state without a query each, and without reading whole specs."""
+    return jobs.select_related("workload").annotate(**{POLICIES: KeyTransform("policies", "spec")})
 
 
 # --- Workflows ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
@@ -15,6 +16,7 @@ from console.web import age_words
 from jobs import messages
 from jobs.access import is_operator
 from jobs.diagnostics import worker_reason as reason_for_reader
+from jobs.records import recorded_by
 
 register = template.Library()
 
@@ -33,6 +35,14 @@ BADGES: dict[str, tuple[str, str]] = {
     "Unknown": ("?", "warn"),
     "Reachable": ("●", "ok"),
     "Unreachable": ("○", "bad"),
+    # Workload states (jobs.choices.WorkloadState); Succeeded and Failed share the Job's.
+    "Silent": ("…", "off"),
+    "Starting": ("◔", "wait"),
+    "Progressing": ("↗", "run"),
+    "Stalled": ("‖", "warn"),
+    "Unresponsive": ("⚠", "bad"),
+    "Degraded": ("◑", "warn"),
+    "Lost": ("?", "bad"),
 }
 
 
@@ -47,6 +57,18 @@ def badge(value: str, label: str = "") -> str:
         icon,
         label or _(str(value)),
     )
+
+
+@register.filter
+def parse_time(value: str | None) -> datetime | None:
+    """An ISO time kept in a JSON field (a workload message's `at`) as a datetime."""
+    return parse_datetime(value) if value else None
+
+
+@register.filter
+def who(user: Any) -> str:
+    """The user an Operation names, or the console itself when a policy acted (no user)."""
+    return recorded_by(user)
 
 
 @register.filter

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, QuerySet, When
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -32,10 +32,15 @@ from jobs.status.attention import (
     JobFacts,
     Reason,
     attention_reasons,
+    workload_reason,
 )
 from jobs.status.freshness import is_stale, job_freshness
+from jobs.workload import REPORT_ONLY, with_workload, workload_of
 
 ATTENTION_LIMIT = 50
+# The live Jobs whose workload spoke in their current run, judged per request (newest first):
+# Stalled and Unresponsive are derived from the time, so the database cannot select them.
+WORKLOAD_CANDIDATE_LIMIT = 500
 # The Jobs judged per request (newest first). Nearly every Job the database selects has a
 # problem (jobs.attention.may_have_a_problem is a close superset), so a margin is enough.
 CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
@@ -113,26 +118,54 @@ def _needing_attention(user: User, now: datetime, diagnostics: Diagnostics) -> Q
 def attention_jobs(
     user: User, now: datetime, diagnostics: Diagnostics
 ) -> tuple[list[Attention], int]:
-    """The user's Jobs that need a look (at most ATTENTION_LIMIT) and how many there are.
+    """The user's Jobs that need a look (at most ATTENTION_LIMIT) and how many there are: those
+    whose workload is Stalled, Unresponsive, Degraded or Failed first (issue 10), then the rest.
 
     The database selects the candidates; the panel's rule judges the newest CANDIDATE_LIMIT of
     them. Past that many, the candidates not judged are counted as needing a look."""
-    needing = _needing_attention(user, now, diagnostics)
+    workloads = workload_reasons(user, now)
+    flagged = Q(pk__in=list(workloads))
+    needing = _needing_attention(user, now, diagnostics) | jobs_for(user).filter(flagged)
     candidates = list(
         needing.select_related("cluster", "project")
         .only(*ATTENTION_FIELDS)
-        .order_by("-created_at", "-pk")[:CANDIDATE_LIMIT]
+        .alias(workload_first=Case(When(flagged, then=0), default=1))
+        .order_by("workload_first", "-created_at", "-pk")[:CANDIDATE_LIMIT]
     )
     problems = known_problems(candidates, now, diagnostics)
     resumed = last_resumes(job.pk for job in candidates if job.phase == JobPhase.PENDING)
-    rows = [_attention_row(job, problems[job.pk], resumed.get(job.pk), now) for job in candidates]
+    rows = [
+        _attention_row(job, problems[job.pk], resumed.get(job.pk), workloads.get(job.pk), now)
+        for job in candidates
+    ]
     rows = [row for row in rows if row.reasons]
     unjudged = needing.count() - CANDIDATE_LIMIT if len(candidates) == CANDIDATE_LIMIT else 0
     return rows[:ATTENTION_LIMIT], len(rows) + unjudged
 
 
+def workload_reasons(user: User, now: datetime) -> dict[int, Reason]:
+    """Why each live Job's workload needs a look, by Job id (one query: jobs.workload reads
+    every report with its Job and derives the states, as the jobs list does)."""
+    spoke = jobs_for(user).filter(
+        phase__in=(JobPhase.PENDING, JobPhase.RUNNING), workload__run=F("run")
+    )
+    jobs = with_workload(spoke.exclude(workload__outcome="succeeded")).only(
+        "phase", "run", *REPORT_ONLY
+    )
+    reasons = {}
+    for job in jobs.order_by("-created_at", "-pk")[:WORKLOAD_CANDIDATE_LIMIT]:
+        reason = workload_reason(workload_of(job, now))
+        if reason is not None:
+            reasons[job.pk] = reason
+    return reasons
+
+
 def _attention_row(
-    job: Job, problems: Iterable[Reason], resumed_at: datetime | None, now: datetime
+    job: Job,
+    problems: Iterable[Reason],
+    resumed_at: datetime | None,
+    workload: Reason | None,
+    now: datetime,
 ) -> Attention:
     facts = JobFacts(
         phase=job.phase,
@@ -141,7 +174,7 @@ def _attention_row(
         cluster=job.cluster.name,
         cluster_reachable=job.cluster.reachable,
     )
-    reasons = tuple(attention_reasons(facts, problems, now))
+    reasons = tuple(attention_reasons(facts, problems, now, workload))
     return Attention(job.pk, job.name, job.project.name, job.phase, reasons)
 
 

@@ -17,8 +17,10 @@ from django.utils.translation import ngettext
 
 from console.web import age_words_in_steps
 from jobs.choices import JobPhase
+from jobs.messages import Message, encode, render_text
 from jobs.status.freshness import Freshness
 from jobs.status.troubleshoot import Diagnosis, FindingGroup, Problem
+from jobs.status.workload import Workload
 
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
 STUCK_PENDING_AFTER = timedelta(minutes=10)
@@ -44,10 +46,27 @@ class JobFacts:
     cluster_reachable: bool
 
 
-def attention_reasons(job: JobFacts, problems: Iterable[Reason], now: datetime) -> list[Reason]:
+def workload_reason(workload: Workload) -> Reason | None:
+    """A workload that is Stalled, Unresponsive, Degraded or reported its failure (issue 10):
+    its state and why, in the job page's Workload panel's words. The seconds it counts go in
+    steps of 10, as the dashboard's ages do, so its poll re-renders only when they moved on."""
+    if not workload.needs_attention:
+        return None
+    reason = workload.reason
+    seconds = reason.params.get("seconds") if reason else None
+    if reason is not None and isinstance(seconds, int):
+        reason = Message(reason.code, {**reason.params, "seconds": seconds // 10 * 10})
+    why = render_text(encode(reason)) if reason else ""
+    return Reason(_("Workload %(state)s: %(reason)s") % {"state": workload.state, "reason": why})
+
+
+def attention_reasons(
+    job: JobFacts, problems: Iterable[Reason], now: datetime, workload: Reason | None = None
+) -> list[Reason]:
     """Why a Job needs a look, most telling first (spec §Troubleshooting: the Task layer, then the
-    cluster and workload, then the Pods): a failure nobody looked at, the known problems in the
-    panel's words, else how long it has been Pending, then how old what is shown is."""
+    cluster and workload, then the Pods): what its workload says when that needs a look, a
+    failure nobody looked at, the known problems in the panel's words, else how long it has
+    been Pending, then how old what is shown is."""
     reasons = []
     if job.phase == JobPhase.FAILED:
         reasons.append(Reason(_("Failed, and no member of the project has opened it since: save "
@@ -61,7 +80,7 @@ def attention_reasons(job: JobFacts, problems: Iterable[Reason], now: datetime) 
         reasons.append(Reason(_stuck_reason(now - job.pending_since)))
     if job.phase in LIVE_PHASES:
         reasons += [Reason(text) for text in _freshness_reasons(job, now)]
-    return reasons
+    return [workload, *reasons] if workload else reasons
 
 
 def _freshness_reasons(job: JobFacts, now: datetime) -> list[str]:

@@ -262,3 +262,37 @@ def test_it_suggests_a_free_name_for_a_clone(name: str, taken: list[str], sugges
 
 def test_it_reads_key_value_lines() -> None:
     assert parse_lines("a=1\n\n b = x=y \n", "key=value") == {"a": "1", "b": "x=y"}
+
+
+# --- the workload policies (issue 10) ---------------------------------------------------------
+
+
+def test_it_creates_a_job_with_its_policies(logged_in: Client) -> None:
+    posted = {**form(role()), "stop_on_completion": "on", "heartbeat_seconds": "15",
+              "stall_after_seconds": "", "progress_from_logs": "on"}  # fmt: skip
+    response = logged_in.post("/jobs/new/", posted)
+    assert response.status_code == 302, response.content.decode()
+    assert Job.objects.get().spec["policies"] == {
+        "stop_on_completion": True, "heartbeat_seconds": 15, "stall_after_seconds": None,
+        "progress_from_logs": True,
+    }  # fmt: skip
+
+
+def test_it_puts_each_policy_error_next_to_its_field(logged_in: Client) -> None:
+    posted = {**form(role()), "heartbeat_seconds": "ten", "stall_after_seconds": "3"}
+    page = logged_in.post("/jobs/new/", posted).content.decode()
+    assert error_of(page, "id_heartbeat_seconds") == "Must be a whole number."
+    assert error_of(page, "id_stall_after_seconds") == "Must be at least 5."
+    assert value_of(page, "heartbeat_seconds") == "ten", "what was typed is kept"
+    assert not Job.objects.exists()
+
+
+def test_it_prefills_the_clone_with_the_original_policies(logged_in: Client, alice: User) -> None:
+    posted = {**form(role()), "stop_on_completion": "on", "stall_after_seconds": "900"}
+    assert logged_in.post("/jobs/new/", posted).status_code == 302
+    page = logged_in.get(f"/jobs/{Job.objects.get().pk}/clone/").content.decode()
+    assert re.search(r'<input type="checkbox" name="stop_on_completion"[^>]* checked', page)
+    assert not re.search(r'<input type="checkbox" name="progress_from_logs"[^>]* checked', page)
+    assert value_of(page, "heartbeat_seconds") == "30"
+    assert value_of(page, "stall_after_seconds") == "900"
+    assert "Stopped, with the outcome beside it" in page, "the help text"

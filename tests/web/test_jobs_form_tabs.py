@@ -62,6 +62,11 @@ def test_it_carries_what_was_typed_from_the_form_to_the_yaml_tab(logged_in: Clie
                 "volumes": [],
             }
         ],
+        "policies": {
+            "stop_on_completion": False,
+            "heartbeat_seconds": 30,
+            "progress_from_logs": False,
+        },
     }
     assert "errorlist" not in page_text  # nothing was submitted: no errors yet
     assert not Job.objects.exists()
@@ -149,3 +154,39 @@ def test_the_tabs_work_on_the_clone_page_too(logged_in: Client, alice: User) -> 
     posted = {**form(TYPED, name="ppo-2"), "switch": "yaml"}
     page = logged_in.post(f"/jobs/{job.pk}/clone/", posted).content.decode()
     assert yaml_of(page)["name"] == "ppo-2"
+
+
+def test_it_carries_the_policies_between_the_tabs(logged_in: Client) -> None:
+    """Issue 10: the Job's policies are fields of the form and a mapping of the YAML."""
+    typed = {**form(TYPED, name="ppo"), "stop_on_completion": "on", "heartbeat_seconds": "10",
+             "stall_after_seconds": "600", "switch": "yaml"}  # fmt: skip
+    page = logged_in.post("/jobs/new/", typed).content.decode()
+    policies = {"stop_on_completion": True, "heartbeat_seconds": 10,
+                "stall_after_seconds": 600, "progress_from_logs": False}  # fmt: skip
+    assert yaml_of(page)["policies"] == policies
+    text = html_lib.unescape(value_of(page, "yaml"))
+    text = text.replace("progress_from_logs: false", "progress_from_logs: true")
+    back = logged_in.post("/jobs/new/", {"mode": "yaml", "yaml": text, "switch": "form"})
+    shown = back.content.decode()
+    assert current_tab(shown) == "Form"
+    assert re.search(r'<input type="checkbox" name="stop_on_completion"[^>]* checked', shown)
+    assert re.search(r'<input type="checkbox" name="progress_from_logs"[^>]* checked', shown)
+    assert value_of(shown, "heartbeat_seconds") == "10"
+    assert value_of(shown, "stall_after_seconds") == "600"
+
+
+def test_it_carries_policy_errors_from_the_yaml_to_their_fields(logged_in: Client) -> None:
+    text = ("name: ppo\ncluster: gpu-a\ntasks:\n- role: w\n  image: x\n"
+            "policies: {heartbeat_seconds: 2, stop_on_completion: maybe}\n")  # fmt: skip
+    page = logged_in.post(
+        "/jobs/new/", {"mode": "yaml", "yaml": text, "checked": "1", "switch": "form"}
+    ).content.decode()
+    assert current_tab(page) == "Form"
+    assert error_of(page, "id_heartbeat_seconds") == "Must be at least 5."
+    assert error_of(page, "id_stop_on_completion") == "Must be true or false."
+    unknown = "name: ppo\npolicies: {retry: 3}\n"
+    page = logged_in.post(
+        "/jobs/new/", {"mode": "yaml", "yaml": unknown, "switch": "form"}
+    ).content.decode()
+    assert current_tab(page) == "YAML"
+    assert "The form has no field for policies.retry" in error_of(page, "id_yaml")

@@ -28,8 +28,10 @@ from jobs.pod_logs import reads_logs
 from jobs.status import freshness as status
 from jobs.status.lifecycle import allowed_actions
 from jobs.status.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
+from jobs.status.workload import Policies
 from jobs.views.jobs.common import ClusterState, TaskRow, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
+from jobs.views.jobs.workload import panel_key, workload_panel
 from workers.models import Worker
 
 HISTORY_LIMIT = 20
@@ -80,6 +82,7 @@ class StatusFacts:
     diagnostics: bool
     observed_at: datetime | None
     decision: Operation | None
+    panel: dict[str, Any]
     version: str
 
 
@@ -95,14 +98,16 @@ def status_facts(request: HtmxHttpRequest, job: Job) -> StatusFacts:
     diagnostics = shows_diagnostics(request.user, job)
     observed_at = status.job_freshness(job, now).observed_at
     decision = _decision(job, operations, observed_at)
+    panel = workload_panel(job, now)
     version = poll_version(
         request, _job_key(job), cluster.reachable, cluster.stale, cluster.waiting,
         [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
-        decision and decision.pk, sorted(actions), diagnostics, now=now,
+        decision and decision.pk, sorted(actions), diagnostics, panel_key(panel), now=now,
     )  # fmt: skip
     return StatusFacts(
-        now, cluster, tasks, operations, actions, diagnostics, observed_at, decision, version
+        now, cluster, tasks, operations, actions, diagnostics, observed_at, decision, panel,
+        version,
     )
 
 
@@ -127,7 +132,7 @@ def job_context(
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
         "diagnostics": facts.diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
-        "version": facts.version,
+        "version": facts.version, "panel": facts.panel, "policies": Policies.of(job.spec),
         "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
         "is_running": job.phase == JobPhase.RUNNING,
         "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,

@@ -19,14 +19,18 @@ from console.web import POLL_SECONDS, HtmxHttpRequest, duration_words, not_modif
 from jobs.access import clusters_for, jobs_for, projects_for
 from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.forms import JobFilterForm
+from jobs.messages import encode
 from jobs.models import Job
 from jobs.status import freshness as status
+from jobs.status.workload import Workload
 from jobs.views.jobs.common import cluster_state
+from jobs.workload import REPORT_ONLY, with_workload, workload_of
 
 PAGE_SIZE = 50
-# What a row shows (no `spec`: its JSON is the largest column and the list never needs it).
+# What a row shows (no `spec`: its JSON is the largest column; `with_workload` reads its
+# policies alone), with the workload report joined.
 ROW_FIELDS = (
-    "name", "phase", "message", "stopped", "created_at", "observed_at",
+    "name", "phase", "message", "stopped", "run", "created_at", "observed_at", *REPORT_ONLY,
     "cluster__name", "cluster__reachable", "cluster__last_synced_at", "cluster__last_attempt_at",
     "project__name", "owner__username",
 )  # fmt: skip
@@ -76,7 +80,8 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
 
 
 def _filtered(request: HtmxHttpRequest, filters: dict[str, str]) -> QuerySet[Job]:
-    jobs = jobs_for(request.user).select_related("cluster", "project", "owner").only(*ROW_FIELDS)
+    jobs = with_workload(jobs_for(request.user)).select_related("cluster", "project", "owner")
+    jobs = jobs.only(*ROW_FIELDS)
     if "q" in filters:
         jobs = jobs.filter(name__icontains=filters["q"])
     if "phase" in filters:
@@ -99,6 +104,8 @@ class Row:
     reachable: bool
     age: str
     created: str  # local time, for the hover (rendered here: 50 date filters cost ~5 ms)
+    workload: Workload
+    workload_reason: str  # its reason, stored form (jobs.messages)
     diagnostics: bool = False
 
 
@@ -112,7 +119,11 @@ def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]
         created = timezone.localtime(job.created_at).strftime("%Y-%m-%d %H:%M:%S")
         shown = diagnostics.shown(job.project_id)
         age = duration_words(job.created_at, now)
-        row = Row(job, freshness.observed_at, stale, reachable, age, created, shown)
+        workload = workload_of(job, now)
+        reason = encode(workload.reason) if workload.reason else ""
+        row = Row(
+            job, freshness.observed_at, stale, reachable, age, created, workload, reason, shown
+        )
         rows.append(row)
     return rows
 
@@ -123,7 +134,17 @@ def _row_key(row: Row) -> tuple[object, ...]:
     job = row.job
     return (job.pk, job.name, job.phase, job.message, job.stopped, job.observed_at,
             job.cluster_id, job.project_id, job.owner_id, row.stale, row.reachable,
-            row.diagnostics)  # fmt: skip
+            row.diagnostics, row.workload.state, row.workload.step, row.workload.max_steps,
+            row.workload.source, _lasting(row.workload))  # fmt: skip
+
+
+def _lasting(workload: Workload) -> object:
+    """The workload's reason without the seconds it counts (those move with every poll while a
+    run is Stalled or Unresponsive; the age step in the version refreshes them)."""
+    reason = workload.reason
+    if reason is None:
+        return None
+    return reason.code, sorted((k, v) for k, v in reason.params.items() if k != "seconds")
 
 
 def _sort_links(filters: dict[str, str], current: str) -> dict[str, str]:

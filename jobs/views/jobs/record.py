@@ -19,6 +19,7 @@ from console.web import HtmxHttpRequest
 from jobs.diagnostics import worker_reason
 from jobs.messages import render_text
 from jobs.models import Job, Operation
+from jobs.records import recorded_by
 from jobs.status import freshness as status
 from jobs.status.troubleshoot import Diagnosis
 from jobs.views.jobs.common import TaskRow
@@ -89,7 +90,7 @@ def _job_lines(job: Job, context: dict[str, Any]) -> list[str]:
     if decision is not None:
         decided = _("phase %(phase)s (%(action)s by %(user)s); not observed since") % {
             "phase": _(job.phase), "action": decision.get_action_display(),
-            "user": decision.user.username if decision.user else "—",
+            "user": recorded_by(decision.user),
         }  # fmt: skip
         lines.append(f"{_stamp(_('decided by the console'), decision.requested_at)} {decided}")
     phase = (
