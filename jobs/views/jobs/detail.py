@@ -31,7 +31,7 @@ from jobs.status.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFact
 from jobs.status.workload import Policies
 from jobs.views.jobs.common import ClusterState, TaskRow, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
-from jobs.views.jobs.workload import panel_key, workload_panel
+from jobs.views.jobs.workload import panel_key, with_sparklines, workload_panel
 from workers.models import Worker
 
 HISTORY_LIMIT = 20
@@ -105,10 +105,8 @@ def status_facts(request: HtmxHttpRequest, job: Job) -> StatusFacts:
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
         decision and decision.pk, sorted(actions), diagnostics, panel_key(panel), now=now,
     )  # fmt: skip
-    return StatusFacts(
-        now, cluster, tasks, operations, actions, diagnostics, observed_at, decision, panel,
-        version,
-    )
+    facts = (now, cluster, tasks, operations, actions, diagnostics, observed_at, decision)
+    return StatusFacts(*facts, panel, version)
 
 
 def job_context(
@@ -132,7 +130,8 @@ def job_context(
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
         "diagnostics": facts.diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
-        "version": facts.version, "panel": facts.panel, "policies": Policies.of(job.spec),
+        "version": facts.version, "panel": with_sparklines(job, facts.panel),
+        "policies": Policies.of(job.spec),
         "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
         "is_running": job.phase == JobPhase.RUNNING,
         "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,

@@ -104,29 +104,36 @@ def sparklines(points: Sequence[Point], metrics: Mapping[str, float]) -> list[Sp
 
 
 def workload_panel(job: Job, now: datetime) -> dict[str, Any]:
-    """The panel's context: `workload` is exactly what the API gives as the Job's `workload`."""
+    """The panel's context but its sparklines (`with_sparklines`: they need a query, and the
+    page's poll decides 204 without them): `workload` is exactly what the API gives as the
+    Job's `workload`."""
     workload = workload_of(job, now)
     shown = describe(workload, now)
-    points = progress_points(job) if workload.step is not None else []
     return {
         "workload": shown,
         "reason": encode(workload.reason) if workload.reason else "",
         "percent": workload.progress_percent,
         "eta_words": timeuntil(shown["eta"], now, depth=2) if shown["eta"] else "",
-        "sparklines": sparklines(points, workload.metrics),
         "needs_attention": workload.needs_attention,
     }
+
+
+def with_sparklines(job: Job, panel: Mapping[str, Any]) -> dict[str, Any]:
+    """The panel with its sparklines, from the run's stored progress (one query)."""
+    shown = panel["workload"]
+    points = progress_points(job) if shown["step"] is not None else []
+    return {**panel, "sparklines": sparklines(points, shown["metrics"])}
 
 
 def panel_key(panel: Mapping[str, Any]) -> tuple[object, ...]:
     """What the panel shows, for the page's poll version. The state is derived at `now`, so a
     Progressing run that stops advancing changes the version when it turns Stalled; the
-    seconds its reason counts are refreshed with the ages (the age step in the version)."""
+    seconds its reason counts are refreshed with the ages (the age step in the version). The
+    sparklines follow the step and the time it was reported, which are in the key."""
     shown = panel["workload"]
     return (
         shown["state"], shown["source"], shown["reported_at"], shown["step"], shown["max_steps"],
         shown["last_message_at"], shown["last_heartbeat_at"], shown["last_checkpoint"],
         shown["ray"], shown["completion"], shown["phase"], sorted(shown["metrics"].items()),
         shown["stall_after_seconds"], shown["reason"].code if shown["reason"] else None,
-        [line.points for line in panel["sparklines"]],
     )  # fmt: skip
