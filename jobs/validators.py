@@ -7,6 +7,7 @@ the message the user sees (translated when raised, in the language of the reques
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
@@ -362,3 +363,25 @@ def validate_toleration_value(value: str) -> str:
             % {"value": repr(value)}
         )
     return value
+
+
+SHM_CEILING = Decimal(64 * 2**30)  # bytes: 64Gi
+
+
+def shm_size_of(template: Mapping[str, Any]) -> str | None:
+    """The size limit of a Task's memory-backed /dev/shm: its `shm_size`, otherwise half its
+    memory request and at most 64Gi (docs/decisions.md); None, unlimited, without a request."""
+    if template.get("shm_size"):
+        return str(template["shm_size"])
+    memory = (template.get("resources") or {}).get("memory")
+    if not memory:
+        return None
+    return _bytes_quantity(int(min(quantity_value(str(memory)) / 2, SHM_CEILING)))
+
+
+def _bytes_quantity(amount: int) -> str:
+    """An amount of bytes in the largest binary unit that divides it (8Gi, 1536Mi, 1000)."""
+    for suffix, factor in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if amount and amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    return str(amount)

@@ -23,6 +23,7 @@ from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task, WorkflowEdge
 from jobs.signals import signal_token, signal_url
 from jobs.status.lifecycle import blocked_by
+from jobs.validators import shm_size_of
 from jobs.workload import counted_children
 from workers.models import PodInstance, Worker
 
@@ -320,6 +321,7 @@ def target_of(job: JobRow, task: TaskRow) -> Target:
         signal_url=signal_url(job.pk),
         signal_token=signal_token(job.pk, job.run),
         pod_user=settings.TRAINYARD_POD_USER,
+        shm_size=shm_size_of(task.template),
     )
 
 

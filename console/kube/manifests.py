@@ -10,18 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from console.kube import JOB_LABEL, MANAGED_BY, MANAGER, ROLE_LABEL, RUN_LABEL, TASK_LABEL
 from console.kube.observations import STATEFULSET
-from jobs.validators import quantity_value
 
 CONTAINER = "main"
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
-SHM_CEILING = Decimal(64 * 2**30)  # bytes: 64Gi
 
 
 @dataclass(frozen=True)
@@ -40,6 +37,7 @@ class Target:
     signal_url: str = ""  # where the pods post signals; "" gives them no URL nor token
     signal_token: str = ""
     pod_user: str = "1000"  # a user ID, "image" or "any" (security)
+    shm_size: str | None = None  # the size limit of /dev/shm; None: unlimited
 
     @property
     def name(self) -> str:
@@ -107,28 +105,12 @@ def resources(template: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
 
 
-def shm_size(template: Mapping[str, Any]) -> str | None:
-    """The size limit of the memory-backed /dev/shm: the Task's `shm_size`, otherwise half its
-    memory request and at most 64Gi (docs/decisions.md); None, unlimited, without a request."""
-    if template.get("shm_size"):
-        return str(template["shm_size"])
-    memory = (template.get("resources") or {}).get("memory")
-    if not memory:
-        return None
-    return _bytes_quantity(int(min(quantity_value(str(memory)) / 2, SHM_CEILING)))
-
-
-def _bytes_quantity(amount: int) -> str:
-    """An amount of bytes in the largest binary unit that divides it (8Gi, 1536Mi, 1000)."""
-    for suffix, factor in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if amount and amount % factor == 0:
-            return f"{amount // factor}{suffix}"
-    return str(amount)
-
-
-def volumes(template: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def volumes(
+    template: Mapping[str, Any], shm_size: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The pod's volumes and the container's mounts: each claim in the spec's order, then the
-    shared memory, which every pod gets (the container runtime's own /dev/shm is 64Mi)."""
+    shared memory, which every pod gets (the container runtime's own /dev/shm is 64Mi), limited
+    to `shm_size` (the Target's: jobs.validators.shm_size_of)."""
     pod_volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     for index, volume in enumerate(template.get("volumes") or ()):
@@ -142,8 +124,8 @@ def volumes(template: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dic
         pod_volumes.append({"name": name, "persistentVolumeClaim": claim})
         mounts.append(mount)
     memory: dict[str, Any] = {"medium": "Memory"}
-    if size := shm_size(template):
-        memory["sizeLimit"] = size
+    if shm_size:
+        memory["sizeLimit"] = shm_size
     pod_volumes.append({"name": SHM_VOLUME, "emptyDir": memory})
     mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
     return pod_volumes, mounts
@@ -201,7 +183,7 @@ def pod_template(target: Target, restart_policy: str) -> dict[str, Any]:
         container["args"] = list(template["args"])
     if limits := resources(template):
         container["resources"] = limits
-    pod_volumes, container["volumeMounts"] = volumes(template)
+    pod_volumes, container["volumeMounts"] = volumes(template, target.shm_size)
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "containers": [container],

@@ -7,6 +7,7 @@ from typing import Any
 
 from console.kube.manifests import Target, batch_job, headless_service, statefulset, workload
 from jobs.choices import TaskKind
+from jobs.validators import shm_size_of
 
 TEMPLATE = {
     "role": "worker",
@@ -29,9 +30,11 @@ LABELS = {
 
 
 def target(kind: TaskKind = TaskKind.STATEFULSET, **template: object) -> Target:
+    """As the engine builds it (console.engine.rows.target_of)."""
+    merged = {**TEMPLATE, **template}
     return Target(
         job_id=7, job_name="train", namespace="team-a", run=2, task_id=11, role="worker",
-        kind=kind, replicas=3, template={**TEMPLATE, **template},
+        kind=kind, replicas=3, template=merged, shm_size=shm_size_of(merged),
     )  # fmt: skip
 
 
