@@ -141,11 +141,13 @@ def chinese_page(browser: Browser, live_server: Any) -> Iterator[Page]:
 @pytest.mark.django_db(transaction=True)
 def test_it_keeps_open_worker_rows_current_and_reads_a_stop_as_stopped(
     page: Page, live_server: Any, olga: User, sim_cluster: Cluster, syncer: Syncer,
-    screenshots: Path,
+    screenshots: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Items 1, 2 and 5: open rows refresh (their "last reported at" moves on, no
     htmx:targetError) and keep their filter; after Stop the Task shows the workload's desired 0
-    beside the template's 2 and the rows read gone, counted as no pod."""
+    beside the template's 2 and the rows read gone, counted as no pod. A time a sync confirms
+    is shown anew at each age step (console.web), 3 s here instead of 30."""
+    monkeypatch.setattr("console.web.AGE_STEP_SECONDS", 3)
     train = TaskSpec(role="worker", replicas=2, image="rlinf/trainer:0.4",
                      command=["sim", "run", "3600"])  # fmt: skip
     broken = TaskSpec(role="actor", replicas=1, image="registry.example.com/rlinf/nonexistent:1")
