@@ -105,10 +105,13 @@ class Signals:
         self._put("completion", outcome=outcome, **fields)
         self.flush(timeout)
 
-    def start_heartbeat(self, seconds: float = 30.0) -> None:
-        """A daemon thread sending a heartbeat every `seconds`."""
+    def start_heartbeat(self, seconds: float | None = None) -> None:
+        """A daemon thread sending a heartbeat every `seconds`: by default as often as the
+        Job's policy asks (TRAINYARD_HEARTBEAT_SECONDS, which the console sets), else 30."""
         if not self.enabled or self._heartbeat is not None:
             return
+        if seconds is None:
+            seconds = _seconds(os.environ.get("TRAINYARD_HEARTBEAT_SECONDS", "")) or 30.0
 
         def beat() -> None:
             while True:
@@ -287,8 +290,17 @@ def completion(
     default().completion(outcome, exit_code, reason, message, timeout)
 
 
-def start_heartbeat(seconds: float = 30.0) -> None:
+def start_heartbeat(seconds: float | None = None) -> None:
     default().start_heartbeat(seconds)
+
+
+def _seconds(text: str) -> float | None:
+    """A positive number of seconds from the environment, or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.1 <= value < float("inf") else None
 
 
 def flush(timeout: float = 10.0) -> bool:

@@ -60,6 +60,8 @@ class JobRow:
     delete_requested_at: datetime | None
     workflow_id: int | None
     created_at: datetime
+    # The Job's heartbeat policy, told to its pods (a spec stored before policies has none).
+    heartbeat_seconds: int | None = None
     tasks: list[TaskRow] = field(default_factory=list)
 
 
@@ -134,7 +136,12 @@ class PendingOperation:
     message: str
 
 
-JOB_FIELDS = tuple(f.name for f in JobRow.__dataclass_fields__.values() if f.name != "tasks")
+# The columns of a JobRow, in its order; the heartbeat is read out of the stored spec.
+JOB_FIELDS = tuple(
+    {"heartbeat_seconds": "spec__policies__heartbeat_seconds"}.get(name, name)
+    for name in JobRow.__dataclass_fields__
+    if name != "tasks"
+)
 TASK_FIELDS = tuple(TaskRow.__dataclass_fields__)
 WORKER_FACTS = list(WorkerRow._fields[3:11])
 INSTANCE_FACTS = list(InstanceRow._fields[2:])
@@ -322,6 +329,7 @@ def target_of(job: JobRow, task: TaskRow) -> Target:
         signal_token=signal_token(job.pk, job.run),
         pod_user=settings.TRAINYARD_POD_USER,
         shm_size=shm_size_of(task.template),
+        heartbeat_seconds=job.heartbeat_seconds,
     )
 
 

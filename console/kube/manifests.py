@@ -38,6 +38,7 @@ class Target:
     signal_token: str = ""
     pod_user: str = "1000"  # a user ID, "image" or "any" (security)
     shm_size: str | None = None  # the size limit of /dev/shm; None: unlimited
+    heartbeat_seconds: int | None = None  # how often the Job's policy wants a heartbeat
 
     @property
     def name(self) -> str:
@@ -79,6 +80,8 @@ def console_env(target: Target) -> dict[str, str]:
     if target.signal_url:
         ours["TRAINYARD_SIGNAL_URL"] = target.signal_url
         ours["TRAINYARD_SIGNAL_TOKEN"] = target.signal_token
+    if target.heartbeat_seconds:  # the driver wrapper and the signal client beat this often
+        ours["TRAINYARD_HEARTBEAT_SECONDS"] = str(target.heartbeat_seconds)
     return ours
 
 

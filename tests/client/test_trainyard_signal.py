@@ -81,6 +81,23 @@ def test_many_calls_are_sent_in_few_requests(job: Job) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_beats_as_often_as_the_policy_in_the_environment(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRAINYARD_HEARTBEAT_SECONDS (the Job's policy, set by the console) paces the thread:
+    three heartbeats arrive where the 30 s default would have sent one."""
+    monkeypatch.setenv("TRAINYARD_HEARTBEAT_SECONDS", "0.2")
+    signals = client().Signals(interval=0.01)
+    signals.start_heartbeat()
+    beats = Signal.objects.filter(job=job, kind="heartbeat")
+    deadline = time.monotonic() + 30
+    while beats.count() < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    signals.enabled = False  # the daemon thread beats into nothing from here on
+    assert beats.count() >= 3
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_batch_above_the_size_limit_is_split(job: Job) -> None:
     signals = client().Signals(interval=0.01)
     for step in range(100):  # 100 messages with 32 long metric names: above 64 KiB together

@@ -13,6 +13,8 @@ from django.test import Client
 from console.engine.cycle import sync_cluster
 from console.kube.gateway import PODS
 from console.models import Cluster
+from jobs import operations
+from jobs.spec import parse_job_spec
 from simcluster.server import SimCluster
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
 
@@ -64,3 +66,17 @@ def test_every_pod_gets_the_signal_env_with_its_own_name_and_uid(
     other = submit(alice, cluster, "other", task("head"))
     stray = {"kind": "heartbeat", "pod": "p", "uid": "u", "seq": 1}
     assert post(other.pk, tokens.pop(), stray).status_code == 403
+
+
+def test_the_heartbeat_policy_reaches_the_pods(
+    alice: User, cluster: Cluster, sim: SimCluster
+) -> None:
+    """The driver wrapper and the signal client beat as often as the Job's policy wants: a
+    policy of 10 s judged against their default 30 s would read Unresponsive between beats."""
+    body = {"name": "beats", "cluster": cluster.name, "tasks": [task("head")]}
+    spec = parse_job_spec(body | {"policies": {"heartbeat_seconds": 10}}, alice)
+    job = operations.create_job(alice, spec)
+    sync_until(cluster, lambda: phase_of(job) == "Running")
+    (pod,) = gateway(cluster).list(PODS, f"trainyard.io/job={job.pk}", "default")
+    env = sim.container_env(pod["metadata"]["uid"], pod["spec"]["containers"][0]["name"])
+    assert env["TRAINYARD_HEARTBEAT_SECONDS"] == "10"
