@@ -167,4 +167,4 @@ def test_an_ordinary_clone_still_opens_on_the_form(logged_in: Client) -> None:
 def test_it_is_in_chinese(logged_in: Client) -> None:
     logged_in.cookies["django_language"] = "zh-hans"
     page = logged_in.get(NEW, headers={"Accept-Language": "zh-hans"}).content.decode()
-    assert "自定义作业" in page and "Ray 节点" in page
+    assert "自定义 Job" in page and "Ray 节点" in page
