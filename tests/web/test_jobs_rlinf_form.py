@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from console.models import ApiToken, Cluster, Node
+from console.models import ApiToken, Cluster, Node, Project
 from jobs.models import Job
 from tests.web.test_jobs_form import error_of, value_of
 
@@ -168,3 +168,20 @@ def test_it_is_in_chinese(logged_in: Client) -> None:
     logged_in.cookies["django_language"] = "zh-hans"
     page = logged_in.get(NEW, headers={"Accept-Language": "zh-hans"}).content.decode()
     assert "自定义 Job" in page and "Ray 节点" in page
+
+
+def test_it_asks_anonymous_users_to_log_in(client: Client, cluster: Cluster) -> None:
+    answer = client.post("/jobs/new/", choices())
+    assert answer.status_code == 302 and answer["Location"].startswith("/accounts/login/")
+    assert not Job.objects.exists()
+
+
+def test_it_creates_only_where_the_user_may(
+    logged_in: Client, charlie: User, other_project: Project
+) -> None:
+    """alice may not create in charlie's project: it is not one she may choose."""
+    page = logged_in.post("/jobs/new/", choices(project="speech")).content.decode()
+    assert not Job.objects.exists() and 'href="#id_project">Project</a>' in page
+    outsider = Client()
+    outsider.force_login(User.objects.create_user("dora", password="password"))
+    assert outsider.get(NEW).status_code == 403  # no project to create in: who can grant it
