@@ -42,6 +42,8 @@ TASK_FIELDS = (
 # Spec fields the form has no field for yet: carried to the form only when they hold their
 # default (as every dumped spec writes them), otherwise the switch is refused like an unknown one.
 FORMLESS_DEFAULTS: dict[str, Any] = {"tolerations": [], "volumes": [], "shm_size": None}
+# The same for the Job's own fields: a spec no template made says `template: null`.
+JOB_FORMLESS_DEFAULTS: dict[str, Any] = {"template": None}
 RESOURCE_FIELD = {"cpu": "cpu", "memory": "memory", "gpu": "gpus"}
 # Role form field -> where its value sits in a task of the spec.
 _TASK_PATH = {
@@ -153,7 +155,8 @@ def form_problem(data: Any) -> str | None:
     """Why the form cannot hold this YAML's values without losing some, or None."""
     if not isinstance(data, Mapping):
         return gettext("The YAML must be a mapping with name, cluster and tasks.")
-    problem = _unknown(data, (*JOB_FIELDS, "tasks", "policies"), "")
+    defaulted = [k for k, v in JOB_FORMLESS_DEFAULTS.items() if k in data and data[k] == v]
+    problem = _unknown(data, (*JOB_FIELDS, "tasks", "policies", *defaulted), "")
     if problem:
         return problem
     policies = data.get("policies")

@@ -25,6 +25,7 @@ import re
 import shlex
 from typing import Annotated, Any, Literal
 
+from django.utils.translation import gettext, gettext_noop
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 from jobs.validators import (
@@ -59,13 +60,16 @@ _CONFIG = re.compile(r"^[\w.\-/]+$")
 
 def _override(value: str) -> str:
     if not _OVERRIDE.match(value) or "\n" in value:
-        raise ValueError(f"{value!r} is not a Hydra override (key=value).")
+        message = gettext("%(value)r is not a Hydra override (key=value).")
+        raise ValueError(message % {"value": value})
     return value
 
 
 def _absolute(value: str) -> str:
     if not _PATH.match(value) or "/../" in f"{value}/":
-        raise ValueError("Must be an absolute path of letters, digits, '.', '-', '_' and '/'.")
+        raise ValueError(
+            gettext("Must be an absolute path of letters, digits, '.', '-', '_' and '/'.")
+        )
     return value
 
 
@@ -74,13 +78,17 @@ def _entry(value: str) -> str:
         return value
     _absolute(value)
     if not value.endswith(".py"):
-        raise ValueError("Must be embodied, reasoning, or the absolute path of a .py script.")
+        raise ValueError(
+            gettext("Must be embodied, reasoning, or the absolute path of a .py script.")
+        )
     return value
 
 
 def _config_name(value: str) -> str:
     if not _CONFIG.match(value):
-        raise ValueError("Must be a Hydra config name (letters, digits, '.', '-', '_', '/').")
+        raise ValueError(
+            gettext("Must be a Hydra config name (letters, digits, '.', '-', '_', '/').")
+        )
     return value
 
 
@@ -209,6 +217,15 @@ def expand(job: str, choices: RlinfIn) -> dict[str, Any]:
 
 # --- placement ---------------------------------------------------------------------------------
 
+# What a placement beyond the resources or not sharing them evenly is told, on GPUs or on nodes.
+_GPU_WORDS = (
+    gettext_noop("GPU rank %(rank)s is beyond the %(total)s GPUs of %(nodes)s node(s)"),
+    gettext_noop("%(processes)s processes cannot share %(resources)s GPUs evenly"),
+)
+_NODE_WORDS = (
+    gettext_noop("node rank %(rank)s is beyond the %(total)s nodes of %(nodes)s node(s)"),
+    gettext_noop("%(processes)s processes cannot share %(resources)s nodes evenly"),
+)
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _COMPONENT = re.compile(r"^[A-Za-z_]\w*$")
 
@@ -216,10 +233,10 @@ _COMPONENT = re.compile(r"^[A-Za-z_]\w*$")
 def _span(text: str) -> range:
     match = _RANGE.match(text.strip())
     if not match:
-        raise ValueError(f"{text.strip()!r} is not a rank or a range a-b")
+        raise ValueError(gettext("%(text)r is not a rank or a range a-b") % {"text": text.strip()})
     first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
     if last < first:
-        raise ValueError(f"the range {text.strip()} runs backwards")
+        raise ValueError(gettext("the range %(text)s runs backwards") % {"text": text.strip()})
     return range(first, last + 1)
 
 
@@ -231,22 +248,23 @@ def placement_error(component: str, rule: str, nodes: int, gpus_per_node: int) -
     of a component run from 0 without gaps or repeats; in a segment, one count is a multiple
     of the other."""
     if not _COMPONENT.match(component) or component == "all":
-        return f"{component!r} is not a component name (one per entry: actor, rollout, ...)"
+        message = gettext("%(name)r is not a component name (one per entry: actor, rollout, ...)")
+        return message % {"name": component}
     total = nodes * gpus_per_node if gpus_per_node else nodes
-    unit = "GPU" if gpus_per_node else "node"
+    beyond, uneven = _GPU_WORDS if gpus_per_node else _NODE_WORDS
     processes: list[int] = []
     try:
         for segment in rule.split(","):
             resource, _, process = segment.partition(":")
             used = range(total) if resource.strip() == "all" else _span(resource)
             if used and used[-1] >= total:
-                return f"{unit} rank {used[-1]} is beyond the {total} {unit}s of {nodes} node(s)"
+                return gettext(beyond) % {"rank": used[-1], "total": total, "nodes": nodes}
             ranks = _span(process) if process else range(len(processes), len(processes) + len(used))
             if max(len(ranks), len(used)) % min(len(ranks), len(used)):
-                return f"{len(ranks)} processes cannot share {len(used)} {unit}s evenly"
+                return gettext(uneven) % {"processes": len(ranks), "resources": len(used)}
             processes.extend(ranks)
     except ValueError as error:
         return str(error)
     if sorted(processes) != list(range(len(processes))):
-        return "process ranks must run from 0 without gaps or repeats"
+        return gettext("process ranks must run from 0 without gaps or repeats")
     return ""

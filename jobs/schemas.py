@@ -225,8 +225,16 @@ class JobOut(Worded):
     observed_at: datetime | None
     allowed_actions: list[Action]
     policies: PoliciesOut
+    template: str | None = Field(
+        description='The template that made the spec ("rlinf": the RLinf on Ray template), or '
+        "null for a spec written out in full."
+    )
     workload: WorkloadOut
     tasks: list[TaskOut]
+
+    @staticmethod
+    def resolve_template(job: Job) -> str | None:
+        return job.spec.get("template")
 
     @staticmethod
     def resolve_policies(job: Job) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from console.models import Cluster, Node
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from jobs import rlinf
 from jobs.access import get_job_for_user, jobs_for
 from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
@@ -132,6 +133,7 @@ def job_context(
         "diagnostics": facts.diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
         "version": facts.version, "panel": with_sparklines(job, facts.panel),
         "policies": Policies.of(job.spec),
+        "made_by_rlinf": job.spec.get("template") == rlinf.TEMPLATE,
         "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
         "is_running": job.phase == JobPhase.RUNNING,
         "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,

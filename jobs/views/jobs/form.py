@@ -1,5 +1,6 @@
-"""The create-job page (fields or YAML) and clone, which opens it prefilled (spec §Job status:
-after a failure, fix the configuration and clone it into a new Job)."""
+"""The create-job page (fields or YAML, or the "RLinf on Ray" template's choices) and clone,
+which opens it prefilled (spec §Job status: after a failure, fix the configuration and clone it
+into a new Job)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from console.web import HtmxHttpRequest
+from jobs import rlinf
 from jobs.access import (
     User,
     cannot_create,
@@ -38,6 +40,7 @@ from jobs.forms import (
 )
 from jobs.models import Job
 from jobs.operations import create_job
+from jobs.rlinf_form import RlinfForm, apply_rlinf_errors, rlinf_request
 from jobs.spec import (
     JobSpec,
     SpecInvalid,
@@ -45,6 +48,7 @@ from jobs.spec import (
     job_spec_to_yaml,
     load_spec_yaml,
     parse_job_spec,
+    parse_rlinf_spec,
     spec_of,
 )
 
@@ -81,6 +85,9 @@ def _job_form_page(request: HtmxHttpRequest, source: Job | None) -> HttpResponse
     usable = usable_clusters(request.user).order_by("-reachable", "name")
     clusters = list(usable.values_list("name", flat=True))
     page = _Page(request, source, projects, clusters)
+    chosen = request.POST if request.method == "POST" else request.GET
+    if source is None and chosen.get("template") == rlinf.TEMPLATE:
+        return page.rlinf()
     if request.method != "POST":
         return page.render(*page.prefilled())
     if request.POST.get("mode") == "yaml":
@@ -98,14 +105,17 @@ class _Page:
         self.source = source
         self.projects = projects  # where the user may create jobs
         self.clusters = clusters
+        # Why the Form tab cannot hold the source's spec (a template's, volumes): such a clone
+        # opens on the YAML tab, where nothing of it is lost.
+        self.formless = None if source is None else form_problem(_plain(spec_of(source)))
 
     def job_form(self, *args: Any, **kwargs: Any) -> JobForm:
         return JobForm(*args, projects=self.projects, clusters=self.clusters, **kwargs)
 
     def prefilled(self) -> tuple[JobForm, Any, YamlForm]:
         if self.source is None:
-            default_cluster = self.clusters[0] if len(self.clusters) == 1 else ""
-            job = self.job_form(initial={"project": self.projects[0], "cluster": default_cluster})
+            initial = {"project": self.projects[0], "cluster": self.default_cluster()}
+            job = self.job_form(initial=initial)
             roles = RoleFormSet(initial=[empty_role()], prefix=ROLE_PREFIX)
             example = self.clusters[0] if self.clusters else "CLUSTER"
             yaml_text = NEW_JOB_YAML.format(cluster=example)
@@ -119,7 +129,8 @@ class _Page:
         return job, roles, YamlForm(initial={"yaml": job_spec_to_yaml(spec)})
 
     def render(self, job: JobForm, roles: Any, yaml: YamlForm, mode: str = "") -> HttpResponse:
-        mode = mode or ("yaml" if self.request.GET.get("mode") == "yaml" else "form")
+        asked = self.request.GET.get("mode", "yaml" if self.formless else "form")
+        mode = mode or ("yaml" if asked == "yaml" else "form")
         has_errors = job.is_bound and (bool(job.errors) or any(r.errors for r in roles))
         context = {
             "source": self.source,
@@ -130,6 +141,45 @@ class _Page:
             "has_errors": has_errors,
             # Errors on show are shown again on the other tab (a switch carries them along).
             "checked": has_errors if mode == "form" else yaml.is_bound and bool(yaml.errors),
+            "formless": self.formless,
+            "several_projects": len(self.projects) > 1,
+            "no_clusters": not self.clusters,
+        }
+        return render(self.request, "jobs/new.html", context)
+
+    def default_cluster(self) -> str:
+        return self.clusters[0] if len(self.clusters) == 1 else ""
+
+    def rlinf(self) -> HttpResponse:
+        """The template's form: its request judged by `parse_rlinf_spec`, as the API's is, and
+        the Job created as any other (`_create`); "preview" shows the expanded spec instead."""
+        kwargs = {"projects": self.projects, "clusters": self.clusters}
+        if self.request.method != "POST":
+            initial = {"project": self.projects[0], "cluster": self.default_cluster()}
+            return self.render_rlinf(RlinfForm(initial=initial, **kwargs))
+        form = RlinfForm(self.request.POST, **kwargs)
+        form_valid = form.is_valid()
+
+        def invalid(errors: Mapping[str, str]) -> HttpResponse:
+            apply_rlinf_errors(errors, form)
+            return self.render_rlinf(form)
+
+        try:
+            spec = parse_rlinf_spec(rlinf_request(form), self.request.user)
+        except SpecInvalid as error:
+            return invalid(error.errors)
+        if not form_valid:
+            return invalid({})
+        if "preview" in self.request.POST:
+            return self.render_rlinf(form, preview=job_spec_to_yaml(spec))
+        return self._create(spec, invalid)
+
+    def render_rlinf(self, form: RlinfForm, preview: str = "") -> HttpResponse:
+        context = {
+            "template_choice": rlinf.TEMPLATE,
+            "rlinf_form": form,
+            "has_errors": form.is_bound and bool(form.errors),
+            "preview": preview,
             "several_projects": len(self.projects) > 1,
             "no_clusters": not self.clusters,
         }
@@ -248,6 +298,10 @@ class _Page:
             job = self.job_form(initial=typed_values(job))
             roles = RoleFormSet(initial=[typed_values(r) for r in roles.forms], prefix=ROLE_PREFIX)
         return self.render(job, roles, self.prefilled()[2], "form")
+
+
+def _plain(spec: JobSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json", exclude_none=True)
 
 
 def cannot_create_page(request: HtmxHttpRequest) -> HttpResponse:
