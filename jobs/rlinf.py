@@ -16,7 +16,9 @@ The traps it removes (RLinf's own multi-node guide and launch scripts):
 
 Pure: the choices in, a JobSpec-shaped dict out (`jobs.spec.parse_job_spec` checks it as any
 other spec). The workers reach the head through the headless Service every StatefulSet Task
-gets (console.kube.manifests): `<job>-head-0.<job>-head`.
+gets (console.kube.manifests): `<job>-head-0.<job>-head`. The scripts name the Job only as
+the container reads it (`$TRAINYARD_JOB`, set by the console), never literally: a clone under
+another name joins its own head and writes its own outputs.
 """
 
 from __future__ import annotations
@@ -138,12 +140,8 @@ def head_dns(job: str) -> str:
     return f"{job}-head-0.{job}-head"
 
 
-def log_path(job: str, choices: RlinfIn) -> str:
-    """Stable across pods and runs: a re-created pod finds its outputs and checkpoints again."""
-    return choices.log_path or f"{OUTPUT}/{job}"
-
-
-def _entry_command(job: str, choices: RlinfIn) -> list[str]:
+def _entry_command(choices: RlinfIn) -> str:
+    """The entry's command line for bash; only the log path is expanded there (as $out)."""
     script, config_dir = ENTRIES.get(choices.entry, (choices.entry, ""))
     command = ["python", f"{choices.repo_path}/{script}" if choices.entry in ENTRIES else script]
     if config_dir:
@@ -151,51 +149,54 @@ def _entry_command(job: str, choices: RlinfIn) -> list[str]:
     command += ["--config-name", choices.config_name]
     # Quoted for Hydra, which would read an unquoted `a,b` as a sweep.
     command += [
-        f"cluster.component_placement.{name}='{rule}'" for name, rule in choices.placement.items()
+        f'cluster.component_placement.{name}="{rule}"' for name, rule in choices.placement.items()
     ]
-    command += [
-        f"cluster.num_nodes={choices.nodes}",
-        f"runner.logger.log_path={log_path(job, choices)}",
-    ]
+    command.append(f"cluster.num_nodes={choices.nodes}")
+    rest = []
     if choices.resume_from is not None and choices.resume_from != "auto":
-        command.append(f"runner.resume_dir={choices.resume_from}")
-    return command + list(choices.overrides)
+        rest.append(f"runner.resume_dir={choices.resume_from}")
+    rest += choices.overrides
+    parts = [shlex.join(command), '"runner.logger.log_path=$out"', shlex.join(rest)]
+    return " ".join(part for part in parts if part)
 
 
-def head_script(job: str, choices: RlinfIn) -> str:
+def head_script(choices: RlinfIn) -> str:
     """The head container: Ray in the background, the driver wrapper in front (its exit
-    code is the entry's; afterwards it idles)."""
-    out = log_path(job, choices)
-    entry = shlex.join(_entry_command(job, choices))
+    code is the entry's; afterwards it idles). The log path is the chosen one, else
+    /output/<the Job's name as the container reads it: TRAINYARD_JOB>, so a clone under
+    another name writes beside the original, never into it."""
+    out = shlex.quote(choices.log_path) if choices.log_path else f'"{OUTPUT}/${{TRAINYARD_JOB}}"'
     resume = ""
     if choices.resume_from == "auto":  # the newest global_step_N under the log path, if any
         resume = (
-            f"latest=$(ls -d {shlex.quote(out)}/*/checkpoints/global_step_* 2>/dev/null "
+            'latest=$(ls -d "$out"/*/checkpoints/global_step_* 2>/dev/null '
             "| sort -t_ -k3 -n | tail -n 1); "
             'if [ -n "$latest" ]; then set -- "runner.resume_dir=$latest"; fi; '
         )
     return (
         "set -eo pipefail; "
         "export RLINF_NODE_RANK=0; "
-        f"mkdir -p {shlex.quote(out)}; "
+        f"out={out}; "
+        'mkdir -p "$out"; '
         f"ray start --head --port={RAY_PORT} --block & "
         f"{resume}"
         f"exec python {DRIVER} --expected-nodes {choices.nodes} "
-        f'--done-marker {shlex.quote(out)}/.trainyard-completed -- {entry} "$@"'
+        f'--done-marker "$out/.trainyard-completed" -- {_entry_command(choices)} "$@"'
     )
 
 
-def worker_script(job: str) -> str:
+def worker_script() -> str:
     """A worker container: its rank from the StatefulSet ordinal (the pod's hostname ends with
-    it), exported before Ray starts; Ray blocks for the container's life."""
+    it), exported before Ray starts; Ray blocks for the container's life. The head's name is
+    the Job's as the container reads it, so a clone's workers join the clone's head."""
     return (
         "set -eo pipefail; "
         "export RLINF_NODE_RANK=$(( ${HOSTNAME##*-} + 1 )); "
-        f"exec ray start --address={head_dns(job)}:{RAY_PORT} --block"
+        f'exec ray start --address="{head_dns("${TRAINYARD_JOB}")}:{RAY_PORT}" --block'
     )
 
 
-def expand(job: str, choices: RlinfIn) -> dict[str, Any]:
+def expand(choices: RlinfIn) -> dict[str, Any]:
     """The Tasks of the Job spec the template makes (the caller adds name, cluster, project,
     namespace and policies, and checks the whole with `jobs.spec.parse_job_spec`)."""
     resources = {"cpu": choices.cpu, "memory": choices.memory, "gpu": choices.gpus_per_node}
@@ -208,9 +209,9 @@ def expand(job: str, choices: RlinfIn) -> dict[str, Any]:
     }  # fmt: skip
     if choices.output_claim:
         node["volumes"] = [{"claim": choices.output_claim, "mount_path": OUTPUT}]
-    tasks = [{"role": "head", "replicas": 1, "args": [head_script(job, choices)], **node}]
+    tasks = [{"role": "head", "replicas": 1, "args": [head_script(choices)], **node}]
     if choices.nodes > 1:
-        worker = {"role": "worker", "replicas": choices.nodes - 1, "args": [worker_script(job)]}
+        worker = {"role": "worker", "replicas": choices.nodes - 1, "args": [worker_script()]}
         tasks.append(worker | node)
     return {"tasks": tasks}
 

@@ -364,8 +364,7 @@ def parse_rlinf_spec(data: Any, user: User) -> JobSpec:
     check_gpu_capacity(
         data.get("cluster"), choices.nodes, choices.gpus_per_node, errors, "rlinf.gpus_per_node"
     )
-    name = data.get("name")
-    expanded = rlinf.expand(name if isinstance(name, str) else "", choices)
+    expanded = rlinf.expand(choices)
     given = ("name", "cluster", "project", "namespace", "policies")
     expanded |= {key: data[key] for key in given if key in data}
     policies = data.get("policies", {})

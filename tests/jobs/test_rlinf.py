@@ -26,23 +26,53 @@ def choices(**more: Any) -> RlinfIn:
     return RlinfIn.model_validate(CHOICES | more)
 
 
+def run_head(script: str, job: str) -> list[str]:
+    """The head script under bash with Ray and the driver replaced by printing: the arguments
+    the driver would get (after --), expanded as in a container of Job `job`."""
+    script = script.replace('mkdir -p "$out"; ', "").replace("ray start", "true")
+    script = script.replace("exec python /opt/trainyard/trainyard_driver.py", "printf '%s\\n'")
+    ran = subprocess.run(
+        ["bash", "-c", script], env={"TRAINYARD_JOB": job, "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return ran.stdout.splitlines()
+
+
 def test_the_head_exports_its_rank_before_ray_starts_and_runs_the_driver_in_front() -> None:
-    script = head_script("ppo", choices())
+    script = head_script(choices())
     rank, ray, driver = (script.index(s) for s in ("RLINF_NODE_RANK=0", "ray start", "python /opt"))
     assert rank < ray < driver
     assert "ray start --head --port=6379 --block &" in script
     assert "exec python /opt/trainyard/trainyard_driver.py --expected-nodes 3" in script
     assert "set -eo pipefail" in script
-    assert "--done-marker /output/ppo/.trainyard-completed" in script
-    assert "runner.logger.log_path=/output/ppo" in script  # stable, not timestamped
     assert "cluster.num_nodes=3" in script
     assert "/workspace/RLinf/examples/embodiment/train_embodied_agent.py" in script
+    argv = run_head(script, "ppo")
+    assert argv[argv.index("--done-marker") + 1] == "/output/ppo/.trainyard-completed"
+    assert "runner.logger.log_path=/output/ppo" in argv  # stable, not timestamped
+
+
+def test_a_clone_under_another_name_joins_its_own_head_and_writes_its_own_outputs() -> None:
+    """The scripts name the Job only as the container reads it (TRAINYARD_JOB): the same spec
+    cloned as ppo-2 never joins ppo's head nor writes into ppo's outputs."""
+    argv = run_head(head_script(choices()), "ppo-2")
+    assert "runner.logger.log_path=/output/ppo-2" in argv
+    assert argv[argv.index("--done-marker") + 1] == "/output/ppo-2/.trainyard-completed"
+    joined = subprocess.run(
+        ["bash", "-c", worker_script().replace("exec ray start", "echo")],
+        env={"TRAINYARD_JOB": "ppo-2", "HOSTNAME": "ppo-2-worker-0", "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert joined.stdout.split() == ["--address=ppo-2-head-0.ppo-2-head:6379", "--block"]
 
 
 def test_a_worker_takes_its_rank_from_its_ordinal_and_blocks_on_the_heads_address() -> None:
-    script = worker_script("ppo")
+    script = worker_script()
     assert script.index("RLINF_NODE_RANK") < script.index("ray start")
-    assert "exec ray start --address=ppo-head-0.ppo-head:6379 --block" in script
+    assert (
+        'exec ray start --address="${TRAINYARD_JOB}-head-0.${TRAINYARD_JOB}-head:6379" --block'
+        in script
+    )
     ranked = subprocess.run(
         ["bash", "-c", script.split("exec")[0] + 'echo "$RLINF_NODE_RANK"'],
         env={"HOSTNAME": "ppo-worker-1", "PATH": "/usr/bin:/bin"},
@@ -52,15 +82,15 @@ def test_a_worker_takes_its_rank_from_its_ordinal_and_blocks_on_the_heads_addres
 
 
 def test_the_scripts_are_valid_shell() -> None:
-    for script in (head_script("ppo", choices(resume_from="auto")), worker_script("ppo")):
+    for script in (head_script(choices(resume_from="auto")), worker_script()):
         subprocess.run(["bash", "-n", "-c", script], check=True)
 
 
 def test_the_tasks_are_a_head_and_nodes_minus_one_workers_with_gpu_limits() -> None:
-    tasks = expand("ppo", choices())["tasks"]
+    tasks = expand(choices())["tasks"]
     assert [(t["role"], t["replicas"]) for t in tasks] == [("head", 1), ("worker", 2)]
-    assert expand("ppo", choices(nodes=1))["tasks"][0]["role"] == "head"
-    assert len(expand("ppo", choices(nodes=1))["tasks"]) == 1
+    assert expand(choices(nodes=1))["tasks"][0]["role"] == "head"
+    assert len(expand(choices(nodes=1))["tasks"]) == 1
     head = tasks[0]
     target = Target(1, "ppo", "default", 1, 7, "head", "StatefulSet", 1, head)
     container = statefulset(target)["spec"]["template"]["spec"]["containers"][0]
@@ -75,7 +105,7 @@ def test_the_tasks_are_a_head_and_nodes_minus_one_workers_with_gpu_limits() -> N
 
 
 def test_the_output_claim_is_mounted_where_the_log_path_lives() -> None:
-    (head,) = expand("ppo", choices(nodes=1, output_claim="ppo-out"))["tasks"]
+    (head,) = expand(choices(nodes=1, output_claim="ppo-out"))["tasks"]
     assert head["volumes"] == [{"claim": "ppo-out", "mount_path": "/output"}]
     target = Target(1, "ppo", "default", 1, 7, "head", "StatefulSet", 1, head)
     pod = statefulset(target)["spec"]["template"]["spec"]
@@ -85,18 +115,19 @@ def test_the_output_claim_is_mounted_where_the_log_path_lives() -> None:
         if "persistentVolumeClaim" in v
     ]
     assert claims == ["ppo-out"]
-    assert "runner.logger.log_path=/output/ppo" in head["args"][0]
+    assert '"runner.logger.log_path=$out"' in head["args"][0]
+    assert 'out="/output/${TRAINYARD_JOB}"' in head["args"][0]
 
 
 def test_overrides_placement_and_resume_reach_the_entry() -> None:
     script = head_script(
-        "ppo",
         choices(overrides=["runner.max_steps=200", "+algorithm.x=1"], resume_from="/output/ppo/c",
                 placement={"actor": "0-15", "rollout": "16-23"}),
     )  # fmt: skip
-    assert "runner.max_steps=200" in script and "+algorithm.x=1" in script
-    assert "runner.resume_dir=/output/ppo/c" in script
-    assert "cluster.component_placement.actor='\"'\"'0-15'\"'\"'" in script  # quoted for Hydra
+    argv = run_head(script, "ppo")
+    assert argv[-2:] == ["runner.max_steps=200", "+algorithm.x=1"]  # the user's last
+    assert "runner.resume_dir=/output/ppo/c" in argv
+    assert 'cluster.component_placement.actor="0-15"' in argv  # quoted for Hydra
 
 
 @pytest.mark.parametrize(

@@ -75,9 +75,9 @@ def test_it_creates_the_expanded_job(logged_in: Client, alice: User) -> None:
         1,
     )
     assert "ray start --head" in head["args"][0] and "actor.lr=1e-5" in head["args"][0]
-    assert "cluster.component_placement.rollout='\"'\"'8-15'\"'\"'" in head["args"][0]
-    assert "runner.logger.log_path=/output/ppo" in head["args"][0]
-    assert "ppo-head-0.ppo-head:6379" in worker["args"][0]
+    assert """'cluster.component_placement.rollout="8-15"'""" in head["args"][0]
+    assert 'out="/output/${TRAINYARD_JOB}"' in head["args"][0]
+    assert '--address="${TRAINYARD_JOB}-head-0.${TRAINYARD_JOB}-head:6379"' in worker["args"][0]
     assert worker["volumes"] == [{"claim": "rl-out", "mount_path": "/output", "read_only": False,
                                   "sub_path": None}]  # fmt: skip
     assert [task.role for task in job.tasks.order_by("pk")] == ["head", "worker"]
