@@ -380,8 +380,8 @@ class Driver:
         log = os.environ.get("TRAINYARD_TERMINATION_LOG", TERMINATION_LOG)
         write(log, document)
         if mark and self.args.done_marker:
-            record = dict(json.loads(document), run=os.environ.get("TRAINYARD_RUN"))
-            write(self.args.done_marker, json.dumps(record) + "\n", atomic=True)
+            text = marker_text(completion, os.environ.get("TRAINYARD_RUN"))
+            write(self.args.done_marker, text, atomic=True)
 
     def idle(self) -> None:
         """Until SIGTERM (its handler exits): the StatefulSet must not start this again."""
@@ -414,20 +414,42 @@ def recorded(marker: str | None) -> Completion | None:
     """The completion a done marker records for this run; None to train."""
     if not marker or not os.path.exists(marker):
         return None
+    completion: Completion | None
     try:
         with open(marker, encoding="utf-8") as file:
-            record = json.load(file)
-        run = os.environ.get("TRAINYARD_RUN")
+            text = file.read()
+    except OSError as error:
+        completion, note = unreadable(marker, error)
+    else:
+        completion, note = marked(text, os.environ.get("TRAINYARD_RUN"), marker)
+    if note:
+        say(note)
+    return completion
+
+
+def marker_text(completion: Completion, run: str | None) -> str:
+    """The done marker: the completion JSON with the run it ended."""
+    return json.dumps(dict(json.loads(completion.document()), run=run)) + "\n"
+
+
+def marked(text: str, run: str | None, marker: str) -> tuple[Completion | None, str]:
+    """The completion a done marker's text records for `run` (None: another run's, train
+    again), and what to print about it ("" for nothing)."""
+    try:
+        record = json.loads(text)
         if run and record.get("run") and str(record["run"]) != run:
-            say(f"{marker} is from run {record['run']}, this is run {run}: training again")
-            return None
+            return None, f"{marker} is from run {record['run']}, this is run {run}: training again"
         completion = Completion(*(record.get(name) for name in Completion._fields))
         if completion.outcome not in ("succeeded", "failed"):
             raise ValueError(f"outcome {completion.outcome!r}")
-        return completion
-    except (OSError, ValueError, TypeError, AttributeError) as error:
-        say(f"{marker} unreadable ({error!r}): treated as a completed run")
-        return Completion("failed", None, "Error", f"unreadable done marker {marker}")
+        return completion, ""
+    except (ValueError, TypeError, AttributeError) as error:
+        return unreadable(marker, error)
+
+
+def unreadable(marker: str, error: Exception) -> tuple[Completion, str]:
+    completion = Completion("failed", None, "Error", f"unreadable done marker {marker}")
+    return completion, f"{marker} unreadable ({error!r}): treated as a completed run"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -447,9 +469,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.entry = args.entry[1:]
     if not args.entry:
         parser.error("no entry command after --")
-    beat = number(os.environ.get("TRAINYARD_HEARTBEAT_SECONDS", ""))
-    args.heartbeat_seconds = max(beat or 30.0, 0.1)
+    args.heartbeat_seconds = heartbeat_seconds(os.environ.get("TRAINYARD_HEARTBEAT_SECONDS", ""))
     return args
+
+
+def heartbeat_seconds(text: str) -> float:
+    """TRAINYARD_HEARTBEAT_SECONDS: 30 when unset or not a number, at least 0.1."""
+    return max(number(text) or 30.0, 0.1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -149,10 +149,11 @@ class ContainerDriver:
     def _running_deadline(self, pod: PodRuntime, c: ContainerRuntime, at: float) -> None:
         behaviour = c.behaviour
         if c.stopping:
-            killed = at >= pod.stop_deadline
-            self.exit(
-                pod, c, at, 137 if killed else 143, "Error", "killed" if killed else "sigterm"
-            )
+            if at >= pod.stop_deadline:
+                self.exit(pod, c, at, 137, "Error", "killed")
+            else:
+                code = self.trainer.stop_code(c) if behaviour.kind is Kind.TRAIN else 143
+                self.exit(pod, c, at, code, "Completed" if code == 0 else "Error", "sigterm")
         elif behaviour.kind is Kind.RAY_WORKER:
             self._check_head(pod, c, at)
         elif behaviour.kind is Kind.TRAIN:

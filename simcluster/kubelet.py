@@ -22,6 +22,7 @@ from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, build_status
 from simcluster.signals import SignalPoster
 from simcluster.store import Key, Version
 from simcluster.trainer import Trainer
+from simcluster.volumes import Files, mounts_of
 from simcluster.workload import Instance, Kind, behaviour_of, log_lines
 
 Obj = dict[str, Any]
@@ -37,7 +38,8 @@ class Kubelet:
         self._timers: list[tuple[float, int, str]] = []
         self._sequence = 0
         self._writing = False
-        trainer = Trainer(signals, self._alive_ray_nodes)
+        self.files = Files()
+        trainer = Trainer(signals, self._alive_ray_nodes, self.files)
         self.driver = ContainerDriver(self._emit, self._head_reachable, self.ctx.hex_id, trainer)
 
     # Feeds -----------------------------------------------------------------------------------
@@ -107,17 +109,20 @@ class Kubelet:
 
     def _admit(self, pod: Obj, node: SimNode, now: float) -> PodRuntime:
         meta, spec = pod["metadata"], pod["spec"]
-        containers = [
-            ContainerRuntime(
-                c["name"],
-                c["image"],
-                c.get("imagePullPolicy", "IfNotPresent"),
-                behaviour_of(c),
-                until=now + 1.0,
-                env=environment(pod, c),
+        containers = []
+        for c in spec["containers"]:
+            env = environment(pod, c)
+            containers.append(
+                ContainerRuntime(
+                    c["name"],
+                    c["image"],
+                    c.get("imagePullPolicy", "IfNotPresent"),
+                    behaviour_of(c, env),
+                    until=now + 1.0,
+                    env=env,
+                    mounts=mounts_of(pod, c, self._claim_volume),
+                )
             )
-            for c in spec["containers"]
-        ]
         runtime = PodRuntime(
             meta["uid"],
             meta["namespace"],
@@ -205,6 +210,7 @@ class Kubelet:
             heapq.heappush(self._timers, (wake, self._sequence, runtime.uid))
 
     def _forget(self, uid: str) -> None:
+        self.files.forget_pod(uid)
         runtime = self.pods.pop(uid, None)
         node = self.nodes.get(runtime.node) if runtime else None
         if runtime is not None and node is not None and not runtime.terminal_phase:
@@ -226,6 +232,11 @@ class Kubelet:
         field_path = f"spec.containers{{{container.name}}}" if container else ""
         involved = object_reference("pods", pod, field_path)
         self.ctx.events.record(involved, type_, reason, message, "kubelet", runtime.node)
+
+    def _claim_volume(self, namespace: str, claim: str) -> str | None:
+        """The volume a claim is bound to (the scheduler placed the pod only once it was)."""
+        found = self.ctx.store.get("persistentvolumeclaims", (namespace, claim))
+        return (found or {}).get("spec", {}).get("volumeName") or None
 
     def _head_reachable(self, runtime: PodRuntime, host: str) -> bool:
         """A Ray head is reachable when a Running, Ready pod answers to the host name."""

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from simcluster.clock import go_duration, rfc3339
+from simcluster.volumes import Mount
 from simcluster.workload import Behaviour, Instance
 
 Obj = dict[str, Any]
@@ -55,6 +56,7 @@ class ContainerRuntime:
     message: str = ""
     stopping: bool = False
     env: dict[str, str] = field(default_factory=dict)  # as the process sees it (downward API)
+    mounts: list[Mount] = field(default_factory=list)
 
     @property
     def current(self) -> Instance | None:

@@ -31,6 +31,17 @@ EPSILON = 1e-6  # step times are sums of floats: a step due at t is done at t
 
 
 @dataclass(frozen=True)
+class DriverOptions:
+    """The driver wrapper's options (client/trainyard_driver.py), when a template head runs the
+    simulated run behind it (simcluster/scripts.py) rather than as `sim train`."""
+
+    expected_nodes: int
+    done_marker: str | None = None
+    nodes_timeout: float = 600.0
+    poll_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
 class TrainOptions:
     steps: int
     step_seconds: float = 5.0
@@ -42,6 +53,8 @@ class TrainOptions:
     exit_code: int = 1
     signals: bool = True
     exit: bool = False
+    driver: DriverOptions | None = None  # not an option of `sim train`
+    log_path: str = LOG_PATH  # where checkpoints go: RLinf's log_path/experiment_name
 
     @property
     def last_step(self) -> int:
@@ -104,7 +117,8 @@ class TrainRun:
     training_from: float | None = None
     step: int = 0
     alive: int = 0  # the Ray nodes last reported
-    over: bool = False  # hung, failed, or idle after its completion: no more wakes
+    over: bool = False  # no more steps: hung, failed, or finished
+    completed: bool = False  # its completion was reported (the driver then only beats)
 
 
 def steps_done(options: TrainOptions, training_from: float | None, now: float) -> int:
@@ -149,8 +163,8 @@ def logger_line(at: float, text: str, level: str = "INFO") -> str:
     return f"[{level} {time.strftime('%H:%M:%S', time.gmtime(at))} RLinf] {text}"
 
 
-def checkpoint_path(step: int) -> str:
-    return f"{LOG_PATH}/checkpoints/global_step_{step}"
+def checkpoint_path(options: TrainOptions, step: int) -> str:
+    return f"{options.log_path}/checkpoints/global_step_{step}"
 
 
 def step_lines(

@@ -2,8 +2,9 @@
 
 `sim run 30`, `sim crash 20 3`, `sim oom 15`, `sim hang`, `sim ray-head`, `sim ray-worker HOST`,
 `sim train STEPS ...` (simcluster/training.py); `run` and `crash` take the text the process
-writes to /dev/termination-log as a last argument (`sim crash 20 3 '{"trainyard": ...}'`). Any
-other command is a long-running process (a trainer, a server) that never exits on its own.
+writes to /dev/termination-log as a last argument (`sim crash 20 3 '{"trainyard": ...}'`). The
+RLinf template's `bash -c SCRIPT` pods are a Ray worker or a driven `train` (simcluster/scripts.py).
+Any other command is a long-running process (a trainer, a server) that never exits on its own.
 Log lines are derived from the instance's start time and the clock, so nothing is stored per line.
 """
 
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from simcluster import training
+from simcluster import scripts, training
 from simcluster.objects import fnv32a
 from simcluster.training import TrainOptions, TrainRun
 
@@ -55,17 +57,36 @@ class Behaviour:
         return "Completed" if self.exit_code == 0 else "Error"
 
 
-def behaviour_of(container: Obj) -> Behaviour:
+def behaviour_of(container: Obj, env: Mapping[str, str] | None = None) -> Behaviour:
+    """`env`: the container's environment as its process sees it (SIMCLUSTER_TRAIN, ...)."""
     argv = [str(a) for a in (container.get("command") or [])] + [
         str(a) for a in (container.get("args") or [])
     ]
     command = shlex.join(argv) if argv else f"<entrypoint of {container.get('image', '')}>"
+    if argv[:2] == ["bash", "-c"] and len(argv) > 2:
+        return _script_behaviour(argv[2], argv[4:], env or {}, command)
     if not argv or argv[0] != "sim":
         return Behaviour(Kind.SERVE, command=command)
     try:
         return _parse_sim(argv[1:], command)
     except (ValueError, IndexError):
         return Behaviour(Kind.USAGE, seconds=0.0, exit_code=2, command=command)
+
+
+def _script_behaviour(
+    script: str, args: list[str], env: Mapping[str, str], command: str
+) -> Behaviour:
+    """`bash -c script $0 args...`: a template head or worker, else a long-running process."""
+    try:
+        pod = scripts.ray_pod(script, args, env)
+    except (ValueError, IndexError):
+        knob = f"{scripts.SIM_ENV}={env.get(scripts.SIM_ENV, '')}"
+        return Behaviour(Kind.USAGE, seconds=0.0, exit_code=2, command=knob)
+    if pod is None:
+        return Behaviour(Kind.SERVE, command=command)
+    if pod.train is not None:
+        return Behaviour(Kind.TRAIN, train=pod.train, command=command)
+    return Behaviour(Kind.RAY_WORKER, head_host=pod.head_host, exit_code=1, command=command)
 
 
 def _parse_sim(args: list[str], command: str) -> Behaviour:
@@ -125,8 +146,8 @@ def banner(behaviour: Behaviour, instance: Instance) -> list[str]:
         return [f"[sim] {behaviour.command}", "[sim] allocating memory without bound"]
     if kind is Kind.HANG:
         return [f"[sim] {behaviour.command}", "[sim] waiting forever"]
-    if kind is Kind.RAY_HEAD:
-        return [
+    if kind is Kind.RAY_HEAD or (behaviour.train is not None and behaviour.train.driver):
+        return [  # `ray start --head`'s (a template head's runs in the background)
             "Usage stats collection is disabled.",
             f"Local node IP: {ip}",
             "--------------------",
@@ -167,6 +188,8 @@ def step_line(behaviour: Behaviour, number: int) -> str:
 
 def final_lines(behaviour: Behaviour, instance: Instance) -> list[str]:
     cause = instance.cause
+    if cause == "sigterm" and behaviour.train is not None and behaviour.train.driver:
+        return []  # the wrapper exits without a word
     if cause == "sigterm":
         return ["received SIGTERM, shutting down"]
     if cause in ("killed", "oom"):
