@@ -12,7 +12,10 @@ the console's, so the scripts are all it knows).
   options (`--step-seconds 2 --fail-at 7`), which a real cluster never reads, has the last word.
 - A worker: a script that ends `exec ray start --address=HOST:6379 --block`: `sim ray-worker HOST`.
 
-Any other script, or one the shell's quoting rules cannot split, is not understood here.
+Words are expanded as the shell would for plain `$NAME` and `${NAME}` (the container's
+environment, then the script's own assignments): the template names the Job only as
+`$TRAINYARD_JOB`. Any other script, or one the shell's quoting rules cannot split, is not
+understood here.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ DEFAULT_STEPS = 100
 RESULTS = "/workspace/results"  # where checkpoints go without runner.logger.log_path
 PUNCTUATION = set(";&|()<>\n")
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+VARIABLE = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
+ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*=")
 # The wrapper's options, each taking a value (its argparse).
 DRIVER_OPTIONS = (
     "--expected-nodes", "--nodes-timeout", "--ray-address", "--poll-seconds", "--done-marker",
@@ -49,7 +54,7 @@ def ray_pod(script: str, args: list[str], env: Mapping[str, str]) -> RayPod | No
     """What `bash -c script _ args...` is, or None; ValueError for a SIMCLUSTER_TRAIN that
     `sim train` would refuse (or that names --nodes or --exit, which the script decides)."""
     try:
-        found = commands(script)
+        found = expanded(commands(script), env)
     except ValueError:  # no closing quotation, as the shell would refuse it
         return None
     if not found or found[-1][1]:
@@ -83,6 +88,22 @@ def commands(script: str) -> list[Command]:
     if words:
         found.append((_uncommented(words), ""))
     return [(words, operator) for words, operator in found if words]
+
+
+def expanded(found: list[Command], env: Mapping[str, str]) -> list[Command]:
+    """The commands with `$NAME` and `${NAME}` replaced as the shell would, from the container's
+    environment and the script's own assignments (`out=...`, `export NAME=...`) before them; an
+    unset name is empty. Other expansions (`$@`, `$((...))`, `${NAME##*-}`) stay as written."""
+    variables = dict(env)
+    result: list[Command] = []
+    for words, operator in found:
+        words = [VARIABLE.sub(lambda m: variables.get(m[1] or m[2], ""), word) for word in words]
+        assigned = words[1:] if words[:1] == ["export"] else words
+        for word in assigned if all(ASSIGNMENT.match(w) for w in assigned) else []:
+            name, _, value = word.partition("=")
+            variables[name] = value
+        result.append((words, operator))
+    return result
 
 
 def _operator(token: str) -> str:

@@ -32,6 +32,8 @@ STEPS = 12
 STEP = 3  # shorter than the 5 s between the wrapper's looks at Ray, and than a worker's rejoin
 LIMIT = 300
 STORAGE = {"requests": {"storage": "1Ti"}}
+OVERRIDES = [f"runner.max_steps={STEPS}", "runner.save_interval=4"]
+SIM_ENV = {"SIMCLUSTER_TRAIN": "--step-seconds 1 --heartbeat-seconds 2"}
 
 
 @pytest.fixture
@@ -49,10 +51,16 @@ def _console(live_server: Any, settings: Any) -> Iterator[None]:
     yield
 
 
-def create(alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path, **policies: Any) -> Job:
-    """`POST /api/v1/jobs` with the template: 3 Ray nodes of 1 GPU, an output claim that
-    exists, steps of 1 s and a heartbeat of 2 s (SIMCLUSTER_TRAIN, read by simcluster only)."""
-    sync_cluster(cluster.pk)  # the Nodes, which the template checks its GPUs against
+RLINF = {
+    "image": "rlinf/rlinf:agentic-rlinf0.1", "nodes": 3, "gpus_per_node": 1, "cpu": "2",
+    "memory": "4Gi", "config_name": "maniskill_ppo_openvlaoft",
+    "overrides": OVERRIDES, "output_claim": "rlinf-outputs", "env": SIM_ENV,
+}  # fmt: skip
+
+
+def outputs(cluster: Cluster, sim: SimCluster, tmp_path: Path) -> None:
+    """The Nodes synced (the template checks its GPUs against them) and the output claim."""
+    sync_cluster(cluster.pk)
     kube = connect(sim, tmp_path)
     kube.core.create_namespaced_persistent_volume_claim(
         "default",
@@ -60,19 +68,18 @@ def create(alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path, **pol
             "metadata": {"name": "rlinf-outputs"},
             "spec": {
                 "accessModes": ["ReadWriteMany"],
-                "resources": {"requests": {"storage": "1Ti"}},
+                "resources": STORAGE,
             },
         },
     )
     kube.api.close()
-    rlinf = {
-        "image": "rlinf/rlinf:agentic-rlinf0.1", "nodes": 3, "gpus_per_node": 1, "cpu": "2",
-        "memory": "4Gi", "config_name": "maniskill_ppo_openvlaoft",
-        "overrides": [f"runner.max_steps={STEPS}", "runner.save_interval=4"],
-        "output_claim": "rlinf-outputs",
-        "env": {"SIMCLUSTER_TRAIN": "--step-seconds 1 --heartbeat-seconds 2"},
-    }  # fmt: skip
-    body = {"template": "rlinf", "name": "ppo", "cluster": cluster.name, "rlinf": rlinf}
+
+
+def create(alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path, **policies: Any) -> Job:
+    """`POST /api/v1/jobs` with the template: 3 Ray nodes of 1 GPU, an output claim that
+    exists, steps of 1 s and a heartbeat of 2 s (SIMCLUSTER_TRAIN, read by simcluster only)."""
+    outputs(cluster, sim, tmp_path)
+    body = {"template": "rlinf", "name": "ppo", "cluster": cluster.name, "rlinf": RLINF}
     if policies:
         body["policies"] = policies
     token = ApiToken.issue(alice, "t")[1]
@@ -80,6 +87,28 @@ def create(alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path, **pol
     answer = client.post("/api/v1/jobs", json.dumps(body), "application/json")
     assert answer.status_code == 201, answer.json()
     return Job.objects.get(pk=answer.json()["id"])
+
+
+def create_on_the_page(alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path) -> Job:
+    """The same choices typed into the create page's template form, its defaults kept
+    (stop on completion checked)."""
+    outputs(cluster, sim, tmp_path)
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/jobs/new/?template=rlinf").content.decode()
+    assert 'name="stop_on_completion"' in page
+    typed = {key: str(value) for key, value in RLINF.items() if key not in ("overrides", "env")}
+    form = typed | {
+        "template": "rlinf", "name": "ppo", "project": "vision", "cluster": cluster.name,
+        "namespace": "", "entry": "embodied", "log_path": "", "resume_from": "",
+        "placement": "", "overrides": "\n".join(OVERRIDES),
+        "env": "\n".join(f"{k}={v}" for k, v in SIM_ENV.items()),
+        "stop_on_completion": "on", "heartbeat_seconds": "30", "stall_after_seconds": "",
+    }  # fmt: skip
+    answer = client.post("/jobs/new/", form)
+    job = Job.objects.get(name="ppo")
+    assert answer.status_code == 302 and answer["Location"] == job.get_absolute_url()
+    return job
 
 
 def run_until(
@@ -106,10 +135,10 @@ def state(job: Job) -> str:
     return str(workload(job).state)
 
 
-def test_a_template_job_forms_its_ray_cluster_trains_succeeds_and_is_stopped(
+def test_a_template_job_from_the_create_page_forms_its_ray_cluster_succeeds_and_is_stopped(
     alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path
 ) -> None:
-    job = create(alice, cluster, sim, tmp_path)
+    job = create_on_the_page(alice, cluster, sim, tmp_path)
     run_until(sim, lambda: workload(job).phase == "waiting_for_nodes", cluster)
     run_until(sim, lambda: state(job) == "Progressing")
     progressing = workload(job)
@@ -123,6 +152,10 @@ def test_a_template_job_forms_its_ray_cluster_trains_succeeds_and_is_stopped(
     checkpoint = "/output/ppo/maniskill_ppo_openvlaoft/checkpoints/global_step_12"
     assert done.last_checkpoint["path"] == checkpoint
     run_until(sim, lambda: phase_of(job) == "Stopped", cluster)  # stop_on_completion
+    client = Client()
+    client.force_login(alice)
+    page = client.get(job.get_absolute_url()).content.decode()
+    assert "Made by the RLinf on Ray template" in page and "Succeeded" in page
 
 
 def test_a_killed_worker_degrades_the_run_until_its_container_joins_again(

@@ -34,8 +34,9 @@ def choices(**more: Any) -> RlinfIn:
 
 def head(env: dict[str, str] | None = None, **more: Any) -> dict[str, Any]:
     """The head container as the console renders the template's head Task."""
-    task = expand("ppo", choices(**more))["tasks"][0]
-    return {"name": "main", "command": task["command"], "args": task["args"], "env": env or {}}
+    task = expand(choices(**more))["tasks"][0]
+    env = {"TRAINYARD_JOB": "ppo"} | (env or {})  # the console's, in every container
+    return {"name": "main", "command": task["command"], "args": task["args"], "env": env}
 
 
 def behaviour(container: dict[str, Any]) -> Any:
@@ -75,10 +76,22 @@ def test_a_knob_sim_train_would_refuse_exits_2_with_the_usage(knob: str) -> None
     assert found.command == f"{scripts.SIM_ENV}={knob}"
 
 
-def test_a_worker_joins_the_head_through_its_service() -> None:
-    worker = {"command": ["bash", "-c"], "args": [worker_script("ppo")], "env": {}}
-    found = behaviour(worker)
-    assert (found.kind, found.head_host) == (Kind.RAY_WORKER, "ppo-head-0.ppo-head")
+def test_a_worker_joins_the_head_of_its_own_job_through_its_service() -> None:
+    """The script names the Job as $TRAINYARD_JOB: a clone's workers join the clone's head."""
+    for job in ("ppo", "ppo-2"):
+        worker = {
+            "command": ["bash", "-c"],
+            "args": [worker_script()],
+            "env": {"TRAINYARD_JOB": job},
+        }
+        found = behaviour(worker)
+        assert (found.kind, found.head_host) == (Kind.RAY_WORKER, f"{job}-head-0.{job}-head")
+
+
+def test_the_head_writes_under_its_own_jobs_log_path() -> None:
+    options = behaviour(head({"TRAINYARD_JOB": "ppo-2"})).train
+    assert options.driver.done_marker == "/output/ppo-2/.trainyard-completed"
+    assert options.log_path == "/output/ppo-2/maniskill_ppo_openvlaoft"
 
 
 @pytest.mark.parametrize(
@@ -86,8 +99,8 @@ def test_a_worker_joins_the_head_through_its_service() -> None:
     [
         "echo hello; sleep infinity",
         "ray start --head --block",  # no driver in front
-        head_script("ppo", choices()).replace("--block &", "--block;"),  # Ray in front
-        head_script("ppo", choices()).replace("--expected-nodes 3 ", ""),  # the driver refuses
+        head_script(choices()).replace("--block &", "--block;"),  # Ray in front
+        head_script(choices()).replace("--expected-nodes 3 ", ""),  # the driver refuses
         "exec ray start --address='ppo-head-0.ppo-head:6379",  # no closing quotation
     ],
 )
@@ -137,7 +150,7 @@ def kube(sim: SimCluster, tmp_path: Path) -> Iterator[Kube]:
 
 def create_head(kube: Kube, url: str, run: str = "1", claim: bool = True, knob: str = "") -> str:
     """The head pod, one Ray node, three steps of 1 s; returns its UID."""
-    env = {scripts.SIM_ENV: f"--step-seconds 1 {knob}"}
+    env = {"TRAINYARD_JOB": "ppo", scripts.SIM_ENV: f"--step-seconds 1 {knob}"}
     container = head(env, nodes=1, overrides=["runner.max_steps=3"])
     container["image"] = CHOICES["image"]
     container["env"] = [{"name": k, "value": v} for k, v in env.items()]
