@@ -139,10 +139,14 @@ def test_a_template_job_from_the_create_page_forms_its_ray_cluster_succeeds_and_
     alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path
 ) -> None:
     job = create_on_the_page(alice, cluster, sim, tmp_path)
-    run_until(sim, lambda: workload(job).phase == "waiting_for_nodes", cluster)
-    run_until(sim, lambda: state(job) == "Progressing")
+    run_until(sim, lambda: state(job) == "Progressing", cluster)
     progressing = workload(job)
     assert progressing.ray is not None and progressing.ray["alive_nodes"] == 3
+    # The membership formed: the wrapper waited for the nodes, seeing fewer than 3 alive first.
+    said = Signal.objects.filter(job=job).order_by("pk")
+    assert said.filter(kind="phase", data__phase="waiting_for_nodes").exists()
+    alive = [data["alive_nodes"] for data in said.filter(kind="ray").values_list("data", flat=True)]
+    assert alive[0] < 3 and alive[-1] == 3
     assert progressing.max_steps == STEPS
     run_until(sim, lambda: state(job) == "Succeeded", step=10)
     done = workload(job)
@@ -175,7 +179,7 @@ def test_a_head_recreated_after_completion_reports_it_again_and_does_not_train(
     alice: User, cluster: Cluster, sim: SimCluster, tmp_path: Path
 ) -> None:
     job = create(alice, cluster, sim, tmp_path, stop_on_completion=False)
-    run_until(sim, lambda: state(job) == "Starting", cluster)
+    run_until(sim, lambda: phase_of(job) == "Running", cluster)
     run_until(sim, lambda: state(job) == "Succeeded", step=10)
     first = Signal.objects.get(job=job, kind="completion").uid
     kube = connect(sim, tmp_path)
