@@ -193,13 +193,14 @@ class Figures:
     posted: Posted
     seconds: float
     rounds: int
-    served: list[float]  # gunicorn's own time per request (ms)
+    served: list[float]  # gunicorn's own time per request (ms), in the order answered
     cpu: dict[str, float]  # cores used per process group, the client included
     rows: int  # Signal rows at the end
     kept_later: dict[str, int]  # rows of each kind once the keep window has passed
     reports: int
     compact_seconds: float
     queries: tuple[int, int]  # of a heartbeat that compacts, of one that does not
+    reports_size: str  # the WorkloadReport table on disk at the end, and PostgreSQL's autovacuum
 
 
 def _jobs() -> list[Job]:
@@ -230,7 +231,7 @@ def _served(log: Path) -> list[float]:
         parts = line.strip().strip("'").split()
         if len(parts) >= 3 and parts[1].endswith("/signals"):
             times.append(float(parts[-1]) * 1000)
-    return sorted(times)
+    return times
 
 
 def measure(rounds: int = ROUNDS) -> Figures:
@@ -258,7 +259,7 @@ def measure(rounds: int = ROUNDS) -> Figures:
     figures = Figures(
         posted, seconds, rounds, _served(access),
         {group: used / seconds for group, used in cpu.items()}, rows, _kept(),
-        WorkloadReport.objects.count(), compact_seconds, queries,
+        WorkloadReport.objects.count(), compact_seconds, queries, _reports_size(),
     )  # fmt: skip
     connection.close()
     return figures
@@ -280,6 +281,29 @@ def count_queries(job: Job, rounds: int) -> tuple[int, int]:
         assert response.status_code == 202, response.content
         counted.append(len(queries.captured_queries))
     return counted[0], counted[1]
+
+
+def _reports_size() -> str:
+    """The reports' table as it ended (every signal rewrites its Job's row), and whether the
+    server vacuums by itself: the table must not grow with the messages either way."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_size_pretty(pg_total_relation_size('jobs_workloadreport')), "
+            "current_setting('autovacuum')"
+        )
+        size, autovacuum = cursor.fetchone()
+    return f"{size} on disk (PostgreSQL's autovacuum {autovacuum} on this machine)"
+
+
+def _by_minute(served: list[float], rounds: int) -> str:
+    """gunicorn's p50 / p95 (ms) minute by minute, in the order answered: flat when nothing
+    grows with the messages stored."""
+    minutes = max(1, rounds * INTERVAL // 60)
+    size = max(1, len(served) // minutes)
+    chunks = [sorted(served[n * size : (n + 1) * size]) for n in range(minutes)]
+    return ", ".join(
+        f"{_percentile(chunk, 0.5):.0f}/{_percentile(chunk, 0.95):.0f}" for chunk in chunks if chunk
+    )
 
 
 def _kept() -> dict[str, int]:
@@ -338,7 +362,7 @@ def _kinds(rounds: int) -> str:
 
 def report(figures: Figures) -> str:
     posted, sent = figures.posted, len(figures.posted.times)
-    seen, served = sorted(posted.times), figures.served
+    seen, served = sorted(posted.times), sorted(figures.served)
     p95 = _percentile(seen, 0.95)
     errors = sent - posted.codes[202]
     held = p95 < P95_TARGET_MS and errors == 0 and posted.accepted == sent
@@ -376,6 +400,10 @@ def report(figures: Figures) -> str:
         f"the pods saw it ({p95:.1f} ms); 0 errors ({errors}; answers {codes}); every message "
         f"accepted once ({posted.accepted:,} accepted, {posted.duplicates} duplicates); "
         f"{figures.reports} WorkloadReport rows for {JOBS} Jobs; the rows bounded (below).",
+        "- In gunicorn, minute by minute (p50/p95 ms): "
+        f"{_by_minute(figures.served, figures.rounds)}. "
+        f"The {JOBS} WorkloadReport rows, each rewritten by every signal of its Job: "
+        f"{figures.reports_size}.",
         f"- Signal rows at the end: {figures.rows:,} for {sent:,} messages: nothing received "
         f"within `TRAINYARD_SIGNAL_KEEP_SECONDS` ({settings.TRAINYARD_SIGNAL_KEEP_SECONDS} s) "
         "is compacted, so a run as long as the window keeps them all. Once the window has "

@@ -17,6 +17,7 @@ from console.models import ApiToken, Cluster, Node
 from jobs.models import Job
 from jobs.rlinf import RlinfIn, expand, head_script, placement_error, worker_script
 from jobs.spec import SpecInvalid, parse_rlinf_spec
+from jobs.validators import shm_size_of
 
 CHOICES = {"image": "rlinf/rlinf:agentic-rlinf0.1", "nodes": 3, "gpus_per_node": 8,
            "config_name": "maniskill_ppo_openvlaoft"}  # fmt: skip
@@ -92,7 +93,9 @@ def test_the_tasks_are_a_head_and_nodes_minus_one_workers_with_gpu_limits() -> N
     assert expand(choices(nodes=1))["tasks"][0]["role"] == "head"
     assert len(expand(choices(nodes=1))["tasks"]) == 1
     head = tasks[0]
-    target = Target(1, "ppo", "default", 1, 7, "head", "StatefulSet", 1, head)
+    # The engine sizes /dev/shm as it does for every Task (console/engine/rows.target_of).
+    target = Target(1, "ppo", "default", 1, 7, "head", "StatefulSet", 1, head,
+                    shm_size=shm_size_of(head))  # fmt: skip
     container = statefulset(target)["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert container["command"] == ["bash", "-c"]
@@ -101,7 +104,8 @@ def test_the_tasks_are_a_head_and_nodes_minus_one_workers_with_gpu_limits() -> N
     assert headless_service(target)["spec"]["clusterIP"] == "None"  # the head's stable DNS name
     pod = statefulset(target)["spec"]["template"]["spec"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
-    assert any(v.get("emptyDir", {}).get("medium") == "Memory" for v in pod["volumes"])
+    shm = next(v["emptyDir"] for v in pod["volumes"] if v["name"] == "dshm")
+    assert shm == {"medium": "Memory", "sizeLimit": "64Gi"}  # half the 128Gi, Ray's object store
 
 
 def test_the_output_claim_is_mounted_where_the_log_path_lives() -> None:
