@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 
 from console.models import Project
 from jobs.operations import create_job, create_workflow
-from jobs.spec import parse_job_spec, parse_workflow_spec
+from jobs.spec import parse_job_spec, parse_rlinf_spec, parse_workflow_spec
 
 
 def task(role: str, command: list[str], **fields: Any) -> dict[str, Any]:
@@ -44,6 +44,22 @@ DEMO_JOBS: list[dict[str, Any]] = [
             task("head", ["sim", "train", "5000", "--nodes", "3", "--checkpoint-every", "100"]),
             task("worker", ["sim", "ray-worker", HEAD], replicas=2),
         ],
+    },
+    {  # Made by the "RLinf on Ray" template (docs/rlinf.md): a Ray head with the driver wrapper
+        # in front and one worker, which simcluster runs from their scripts as rendered. A step
+        # every 5 s for an hour, a checkpoint every 60 steps, then the completion stops it.
+        "template": "rlinf",
+        "name": "rlinf-maniskill",
+        "rlinf": {
+            "image": "rlinf/rlinf:0.2-torch2.6",
+            "nodes": 2,
+            "gpus_per_node": 1,
+            "cpu": "2",
+            "memory": "8Gi",
+            "config_name": "maniskill_ppo_openvlaoft",
+            "overrides": ["runner.max_steps=720", "runner.save_interval=60"],
+            "env": {"SIMCLUSTER_TRAIN": "--step-seconds 5"},
+        },
     },
     {  # A short run that finishes: its completion stops the Job (Stopped, GPUs freed).
         "name": "sft-short",
@@ -125,7 +141,8 @@ def seed(user: User, project: Project, cluster: str) -> int:
     for job in DEMO_JOBS:
         if job["name"] not in existing:
             data = job | {"cluster": cluster, "project": project.name}
-            create_job(user, parse_job_spec(data, user))
+            parse = parse_rlinf_spec if "template" in job else parse_job_spec
+            create_job(user, parse(data, user))
             created += 1
     for workflow in DEMO_WORKFLOWS:
         if not project.workflows.filter(name=workflow["name"]).exists():
