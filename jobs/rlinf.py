@@ -216,6 +216,36 @@ def expand(choices: RlinfIn) -> dict[str, Any]:
     return {"tasks": tasks}
 
 
+# --- a template's spec edited by hand ------------------------------------------------------------
+
+_EXPECTED = re.compile(r"--expected-nodes (\d+)")
+
+
+def ray_nodes_errors(tasks: list[Any]) -> dict[str, str]:
+    """A spec the template made and a person then edited (a clone's YAML): its head must stay one
+    pod, and its Ray nodes (the head and the workers) as many as the head's driver waits for
+    (`--expected-nodes`) and EXPECTED_RAY_NODES say, or the run waits for ever or starts short.
+    Errors by the Task's replicas; {} when consistent. `tasks` are TaskSpec-like objects."""
+    roles = {task.role: (index, task) for index, task in enumerate(tasks)}
+    if "head" not in roles:
+        return {"tasks": gettext("A spec of the RLinf template needs its head Task.")}
+    index, head = roles["head"]
+    if head.replicas != 1:
+        return {f"tasks.{index}.replicas": gettext("The Ray head is one pod: replicas must be 1.")}
+    nodes = 1 + (roles["worker"][1].replicas if "worker" in roles else 0)
+    said = set(_EXPECTED.findall(" ".join(head.args or [])))
+    said.add(str((head.env or {}).get("EXPECTED_RAY_NODES", nodes)))
+    if said == {str(nodes)}:
+        return {}
+    where = f"tasks.{roles['worker'][0]}.replicas" if "worker" in roles else f"tasks.{index}"
+    message = gettext(
+        "The head waits for %(expected)s Ray nodes (--expected-nodes and EXPECTED_RAY_NODES), "
+        "but the head and its workers make %(nodes)s: change them together, or fill the "
+        "template's form again."
+    )
+    return {where: message % {"expected": " / ".join(sorted(said)), "nodes": nodes}}
+
+
 # --- placement ---------------------------------------------------------------------------------
 
 # What a placement beyond the resources or not sharing them evenly is told, on GPUs or on nodes.

@@ -331,6 +331,8 @@ def parse_job_spec(data: Any, user: User) -> JobSpec:
     errors: dict[str, str] = {}
     spec = _structure(JobSpec, data, errors)
     check_roles(data, errors, "")
+    if spec is not None and spec.template == rlinf.TEMPLATE:
+        errors.update(rlinf.ray_nodes_errors(spec.tasks))
     project = resolve_project(data.get("project"), user, errors, "project")
     _cluster, namespace = check_target(data, project, errors, "", user)
     if errors or spec is None:

@@ -3,6 +3,7 @@ the API that creates a Job from it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 from typing import Any
@@ -16,7 +17,7 @@ from console.kube.manifests import Target, headless_service, statefulset
 from console.models import ApiToken, Cluster, Node
 from jobs.models import Job
 from jobs.rlinf import RlinfIn, expand, head_script, placement_error, worker_script
-from jobs.spec import SpecInvalid, parse_rlinf_spec
+from jobs.spec import SpecInvalid, parse_job_spec, parse_rlinf_spec
 from jobs.validators import shm_size_of
 
 CHOICES = {"image": "rlinf/rlinf:agentic-rlinf0.1", "nodes": 3, "gpus_per_node": 8,
@@ -220,3 +221,32 @@ def test_the_api_creates_the_expanded_job_which_is_what_is_stored_and_cloned(
         "application/json",
     )
     assert refused.status_code == 422 and "rlinf.nodes" in refused.json()["errors"]
+
+
+def test_a_template_spec_edited_by_hand_keeps_its_ray_nodes_consistent(
+    alice: User, cluster: Cluster
+) -> None:
+    """A clone's YAML may change the workers' replicas, but the head's driver waits for the
+    nodes the template wrote (--expected-nodes, EXPECTED_RAY_NODES): both must change together,
+    or the run waits for ever or starts short. The head stays one pod."""
+    expanded = parse_rlinf_spec(request(cluster, nodes=3), alice).model_dump(mode="json")
+    assert parse_job_spec(expanded, alice).tasks[1].replicas == 2  # as the template made it
+    more = copy.deepcopy(expanded)
+    more["tasks"][1]["replicas"] = 4
+    with pytest.raises(SpecInvalid) as refused:
+        parse_job_spec(more, alice)
+    assert "waits for 3 Ray nodes" in refused.value.errors["tasks.1.replicas"]
+    assert "make 5" in refused.value.errors["tasks.1.replicas"]
+    for task in more["tasks"]:  # changed together: accepted
+        task["env"]["EXPECTED_RAY_NODES"] = "5"
+    more["tasks"][0]["args"][0] = more["tasks"][0]["args"][0].replace(
+        "--expected-nodes 3", "--expected-nodes 5"
+    )
+    assert parse_job_spec(more, alice).tasks[1].replicas == 4
+    two_heads = copy.deepcopy(expanded)
+    two_heads["tasks"][0]["replicas"] = 2
+    with pytest.raises(SpecInvalid) as refused:
+        parse_job_spec(two_heads, alice)
+    assert refused.value.errors == {
+        "tasks.0.replicas": "The Ray head is one pod: replicas must be 1."
+    }
