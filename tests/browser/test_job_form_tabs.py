@@ -51,7 +51,7 @@ def fill_the_form(page: Page, replicas: str = "3") -> None:
 def switch_to(page: Page, tab: str) -> None:
     page.click(f'.tabs button[name="switch"][value="{tab}"]')
     label = {"yaml": "YAML", "form": "Form"}[tab]
-    expect(page.locator('.tabs [aria-current="page"]')).to_have_text(label)
+    expect(page.locator('#job-spec .tabs [aria-current="page"]')).to_have_text(label)
 
 
 def shown_yaml(page: Page) -> Any:

@@ -99,7 +99,7 @@ def test_it_creates_a_job_from_the_template(
     page.click("button:has-text('Show the Job spec it makes')")
     preview = page.locator("#rlinf-preview pre")
     expect(preview).to_contain_text("role: worker")
-    expect(preview).to_contain_text("ppo-maniskill-head-0.ppo-maniskill-head:6379")
+    expect(preview).to_contain_text("${TRAINYARD_JOB}-head-0.${TRAINYARD_JOB}-head:6379")
     assert not Job.objects.exists()
     shoot(page, screenshots, "job-new-rlinf.png")
     page.set_viewport_size({"width": 390, "height": 844})

@@ -1,6 +1,7 @@
 """Scale-out (issue 13, item 5), CI-sized: bench/scale_out.py's set-up — five simulated
 clusters, one answering 1.5 s late, two Celery workers, a beat every 2 s and gunicorn as real
-processes — over a 12 s window after a 14 s warm-up. Every other cluster keeps its cadence,
+processes — over a 12 s window after a warm-up of at least 14 s that lasts until every cluster,
+the slow one included, has synced once. Every other cluster keeps its cadence,
 the slow one keeps syncing, and the web server answers quickly throughout.
 `python scripts/scale_out.py` runs the full-length version and prints the table
 (docs/benchmarks.md §Scale-out)."""
