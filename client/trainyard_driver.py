@@ -389,8 +389,8 @@ class Driver:
         if self.terminated:  # it came while the completion was being recorded
             return
         say("idle: SIGTERM ends this container")
-        while True:
-            time.sleep(3600)
+        while True:  # in short naps: a signal the kernel hands to another thread runs its
+            time.sleep(1.0)  # handler here only once this thread wakes
 
 
 def write(path: str, text: str, atomic: bool = False) -> None:

@@ -119,6 +119,7 @@ def env(tmp_path: Path, receiver: Receiver) -> dict[str, str]:
         "TRAINYARD_POD_UID": "uid-1", "TRAINYARD_RUN": "1",
         "TRAINYARD_TERMINATION_LOG": str(tmp_path / "termination-log"),
         "TRAINYARD_HEARTBEAT_SECONDS": "0.2",
+        "PYTHONFAULTHANDLER": "1",  # SIGABRT prints where each thread is
     }  # fmt: skip
 
 
@@ -155,7 +156,15 @@ class Driver:
     def stop(self) -> int:
         """SIGTERM, as the kubelet sends it; the exit code."""
         self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(WAIT)
+        try:
+            code = self.process.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(WAIT)
+            for reader in self.readers:
+                reader.join(WAIT)
+            stderr = self.output["stderr"][-4000:].decode(errors="replace")
+            raise AssertionError(f"still running {WAIT:g} s after SIGTERM:\n{stderr}") from None
         for reader in self.readers:
             reader.join(WAIT)
         for stream in (self.process.stdout, self.process.stderr):
