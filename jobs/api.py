@@ -542,7 +542,9 @@ def _signal_run(request: HttpRequest, job_id: int) -> tuple[Job, int]:
         raise SignalRefused(
             401, "signals.token", "Send the Job's TRAINYARD_SIGNAL_TOKEN as Bearer."
         )
-    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    # Only what every request needs: the whole Job is read only when a completion acts on it.
+    jobs = Job.objects.select_related("cluster").only("run", "cluster__name")
+    job = jobs.filter(pk=job_id).first()
     if owner[0] != job_id:
         raise SignalRefused(403, "signals.other_job", "This token belongs to another Job.")
     if job is None:

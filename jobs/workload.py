@@ -9,6 +9,7 @@ under the report row's lock, so concurrent requests from many pods never lose on
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -71,7 +72,7 @@ def stop_on_completion(job: Job, outcome: str) -> bool:
             return False
         with transaction.atomic():
             if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
-                job.refresh_from_db()
+                job.refresh_from_db(fields=[field.attname for field in Job._meta.concrete_fields])
                 reason = Message("operation.stopped_on_completion", {"outcome": outcome})
                 record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
                 return True
@@ -102,6 +103,7 @@ def fold(
         report = _locked_report(job_id, run, now)
         if report.run > run:  # a late word from an earlier run: the report is the current one's
             return ""
+        before = _rarely_changed(report)
         if report.run < run:
             report.run, report.first_received_at, report.outcome = run, now, ""
             report.latest, report.steps = {}, []
@@ -109,8 +111,18 @@ def fold(
         for item in sorted(items, key=lambda item: item.at or now):
             outcome = _fold_one(report, _entry(item, source, now), item.at or now) or outcome
         report.last_received_at = max(report.last_received_at, now)
-        report.save()
+        after = _rarely_changed(report)
+        changed = [name for name in RARELY_CHANGED if before[name] != after[name]]
+        report.save(update_fields=["latest", "last_received_at", *changed])  # a third the cost
     return outcome
+
+
+RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome")
+
+
+def _rarely_changed(report: WorkloadReport) -> dict[str, Any]:
+    """What most messages leave as it was (a copy, as the fold changes the steps in place)."""
+    return {name: copy.copy(getattr(report, name)) for name in RARELY_CHANGED}
 
 
 def _locked_report(job_id: int, run: int, now: datetime) -> WorkloadReport:
