@@ -267,7 +267,7 @@ def measure(rounds: int = ROUNDS) -> Figures:
 
 def count_queries(job: Job, rounds: int) -> tuple[int, int]:
     """The queries of two more heartbeats of one pod, in this process: the first compacts its
-    pod's older heartbeats (this process has not yet for this pod), the second is plain."""
+    Job's older heartbeats (this process has not yet for this Job), the second is plain."""
     client = Client(HTTP_HOST="localhost")
     headers = {"Authorization": f"Bearer {signal_token(job.pk, job.run)}"}
     counted = []
@@ -416,8 +416,8 @@ def report(figures: Figures) -> str:
         "however long the run, at most that plus the messages of the last window.",
         f"- Statements per request: {figures.queries[1]} for a heartbeat (the token's Job; "
         "then BEGIN, the insert, the report locked and updated, COMMIT), "
-        f"{figures.queries[0]} for one that also compacts its pod's older heartbeats (each pod "
-        "UID and kind at most once a minute per web process, in a transaction of its own).",
+        f"{figures.queries[0]} for one that also compacts its Job's older heartbeats (each Job "
+        "run and kind at most once a minute per web process, in a transaction of its own).",
         f"- CPU over the {figures.seconds:.0f} s, in cores: {_cpu(figures)}; gunicorn "
         f"{1000 * web / max(sent, 1):.1f} ms per request. A pod waits for its answer before "
         f"its next message: the latest left {figures.posted.late:.2f} s after its time. The "

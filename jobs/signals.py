@@ -7,7 +7,7 @@ deterministic), a new one on every resume, nothing to look up and nothing stored
 Messages are validated per kind; (pod, uid, seq) is unique, so a resent message is counted once
 (an insert that ignores conflicts, safe under concurrency). Old heartbeats and Ray reports are
 compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
-run, and the other kinds keep their latest few, at most once a minute per pod UID and kind: over
+run, and the other kinds keep their latest few, at most once a minute per Job run and kind: over
 a 3-day run the table stays bounded and most requests compact nothing: one INSERT, then the
 fold into the Job's report (jobs.workload), in one transaction.
 """
@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.constants import OnConflict
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
@@ -197,9 +197,7 @@ def store(
 # --- compaction --------------------------------------------------------------------------------
 
 
-COMPACT_EVERY = (
-    60  # seconds: each pod UID, and each kind of a Job run, compacted at most this often
-)
+COMPACT_EVERY = 60  # seconds: each kind of a Job run compacted at most this often
 
 
 def _due(key: str) -> bool:
@@ -208,24 +206,30 @@ def _due(key: str) -> bool:
 
 
 def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
-    """Bound the rows of a Job run, at most once a minute per pod UID and kind (most requests
-    then compact nothing, and build no query for it). Rows received within
+    """Bound the rows of a Job run, each kind at most once a minute (most requests then
+    compact nothing, and build no query for it): one statement covers every pod of the Job,
+    so the work follows the Jobs, not the pods. Rows received within
     TRAINYARD_SIGNAL_KEEP_SECONDS are never removed, so a client's retry within that window is
     still recognised as a duplicate."""
-    newest: dict[tuple[str, str], int] = {}
-    for row in rows:
-        if row.kind in LATEST_ONLY:
-            newest[row.kind, row.uid] = max(row.seq, newest.get((row.kind, row.uid), row.seq))
-    for (kind, uid), seq in newest.items():  # older ones of this pod UID than the newest
-        if _due(f"{job_id}:{run}:{kind}:{uid}"):
-            _old(job_id, run, kind, now).filter(uid=uid, seq__lt=seq).delete()
-    for kind in {row.kind for row in rows} - set(LATEST_ONLY):
+    for kind in {row.kind for row in rows}:
         if not _due(f"{job_id}:{run}:{kind}"):
             continue
-        if kind == "progress":
-            _thin_progress(_old(job_id, run, kind, now), job_id, run)
+        old = _old(job_id, run, kind, now)
+        if kind in LATEST_ONLY:
+            _keep_newest_per_pod(old)
+        elif kind == "progress":
+            _thin_progress(old, job_id, run)
         else:
-            _keep_latest(_old(job_id, run, kind, now), job_id, run, kind)
+            _keep_latest(old, job_id, run, kind)
+
+
+def _keep_newest_per_pod(old: QuerySet[Signal]) -> None:
+    """Every row of a pod UID with a newer one of the same kind goes (newest: highest seq)."""
+    newer = Signal.objects.filter(
+        job_id=OuterRef("job_id"), run=OuterRef("run"), kind=OuterRef("kind"),
+        uid=OuterRef("uid"), seq__gt=OuterRef("seq"),
+    )  # fmt: skip
+    old.filter(Exists(newer)).delete()
 
 
 def _old(job_id: int, run: int, kind: str, now: datetime) -> QuerySet[Signal]:
