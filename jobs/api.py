@@ -533,25 +533,24 @@ def _signal_refused(request: HttpRequest, exc: SignalRefused) -> HttpResponse:
     return response
 
 
-def _signal_run(request: HttpRequest, job_id: int) -> tuple[Job, int]:
-    """The Job and run a genuine signal token names: 401 without one, 403 for another Job's or
-    an earlier run's, 404 when the Job is gone."""
+def _signal_run(request: HttpRequest, job_id: int) -> tuple[int, str]:
+    """The run a genuine signal token names and the Job's cluster: 401 without a token, 403
+    for another Job's or an earlier run's, 404 when the Job is gone."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     owner = signals.token_owner(token.strip()) if scheme.lower() == "bearer" else None
     if owner is None:
         raise SignalRefused(
             401, "signals.token", "Send the Job's TRAINYARD_SIGNAL_TOKEN as Bearer."
         )
-    # Only what every request needs: the whole Job is read only when a completion acts on it.
-    jobs = Job.objects.select_related("cluster").only("run", "cluster__name")
-    job = jobs.filter(pk=job_id).first()
+    # Only what every request needs (record reads the Job when a completion acts on it).
+    job = Job.objects.filter(pk=job_id).values_list("run", "cluster__name").first()
     if owner[0] != job_id:
         raise SignalRefused(403, "signals.other_job", "This token belongs to another Job.")
     if job is None:
         raise Http404("No such job.")
-    if owner[1] != job.run:
+    if owner[1] != job[0]:
         raise SignalRefused(403, "signals.old_run", "This token belongs to an earlier run.")
-    return job, owner[1]
+    return job
 
 
 def _signal_items(request: HttpRequest) -> list[Any]:
@@ -588,17 +587,17 @@ def post_signals(request: HttpRequest, job_id: ObjectId) -> Status[dict[str, int
     """A Job's pods report heartbeats, phase, progress, checkpoints, Ray membership and
     completion, authenticated by the Job's TRAINYARD_SIGNAL_TOKEN (not a user's token). A
     resent (pod, uid, seq) counts as a duplicate, never twice."""
-    job, run = _signal_run(request, job_id)
+    run, cluster = _signal_run(request, job_id)
     items = _signal_items(request)
-    if any(signals.too_fast(job.pk, pod) for pod in {item.pod for item in items}):
+    if any(signals.too_fast(job_id, pod) for pod in {item.pod for item in items}):
         raise SignalRefused(
             429, "signals.too_fast",
             f"At most {settings.TRAINYARD_SIGNAL_RATE} requests per second per pod; batch them.",
         )  # fmt: skip
-    recorded = workload.record(job, run, items)
+    recorded = workload.record(job_id, run, items)
     if recorded.stopped:
-        schedule_reconcile(job.pk)
-    metrics.count_signals(job.cluster.name, items, recorded.accepted)
+        schedule_reconcile(job_id)
+    metrics.count_signals(cluster, items, recorded.accepted)
     return Status(202, {"accepted": recorded.accepted, "duplicates": recorded.duplicates})
 
 

@@ -94,4 +94,4 @@ def record_fallback(
 ) -> Recorded | None:
     """Records what was not recorded before; None when everything was."""
     fresh = unseen(job.pk, items)
-    return record(job, run, fresh, source) if fresh else None
+    return record(job.pk, run, fresh, source) if fresh else None

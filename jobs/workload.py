@@ -39,18 +39,20 @@ class Recorded:
 
 
 def record(
-    job: Job, run: int, items: Sequence[SignalBase], source: SignalSource = SignalSource.SIGNAL
+    job_id: int, run: int, items: Sequence[SignalBase], source: SignalSource = SignalSource.SIGNAL
 ) -> Recorded:
     """Store the messages (deduplicated), fold them into the report, and act on a completion
     (policy `stop_on_completion`). The insert and the fold commit together (one commit per
-    request, the report's row lock taken last); the compaction follows, outside the lock."""
+    request, the report's row lock taken last); the compaction follows, outside the lock. The
+    Job itself is read only when a completion came (most requests carry none)."""
     now = timezone.now()
     with transaction.atomic():
-        rows, accepted = signals.insert(job.pk, run, items, source, now)
-        outcome = fold(job.pk, run, items, source, now)
-    signals.compact(job.pk, run, rows, now)
+        rows, accepted = signals.insert(job_id, run, items, source, now)
+        outcome = fold(job_id, run, items, source, now)
+    signals.compact(job_id, run, rows, now)
     stopped = False
-    if outcome and run == job.run and Policies.of(job.spec).stop_on_completion:
+    job = Job.objects.filter(pk=job_id).first() if outcome else None
+    if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, outcome)
     return Recorded(accepted, len(rows) - accepted, stopped)
 
@@ -72,7 +74,7 @@ def stop_on_completion(job: Job, outcome: str) -> bool:
             return False
         with transaction.atomic():
             if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
-                job.refresh_from_db(fields=[field.attname for field in Job._meta.concrete_fields])
+                job.refresh_from_db()
                 reason = Message("operation.stopped_on_completion", {"outcome": outcome})
                 record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
                 return True

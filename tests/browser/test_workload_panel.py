@@ -67,10 +67,10 @@ def say(job: Job, *messages: dict[str, Any], at: datetime | None = None) -> None
         [{"pod": f"{job.name}-trainer-0", "uid": "u-1", "seq": next(SEQ), **m} for m in messages]
     )
     if at is None:
-        record(job, job.run, items)
+        record(job.pk, job.run, items)
         return
     with time_machine.travel(at, tick=False):
-        record(job, job.run, items)
+        record(job.pk, job.run, items)
 
 
 def train(job: Job, steps: range, end: datetime, seconds: float = 12.0) -> None:

@@ -24,7 +24,7 @@ def complete(job: Job, outcome: str = "succeeded") -> None:
     signals endpoint calls it)."""
     job.refresh_from_db()
     message = {"kind": "completion", "pod": f"{job.name}-head-0", "uid": "u", "seq": 1}
-    recorded = record(job, job.run, BATCH.validate_python([message | {"outcome": outcome}]))
+    recorded = record(job.pk, job.run, BATCH.validate_python([message | {"outcome": outcome}]))
     if recorded.stopped:
         operations.schedule_reconcile(job.pk)
 

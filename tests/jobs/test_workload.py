@@ -47,7 +47,7 @@ def say(
     job: Job, at: datetime, *messages: dict[str, Any], source: Any = SignalSource.SIGNAL
 ) -> Any:
     with time_machine.travel(at, tick=False):
-        return record(job, job.run, items(*messages), source)
+        return record(job.pk, job.run, items(*messages), source)
 
 
 def state_at(job: Job, at: datetime) -> Any:
@@ -174,7 +174,7 @@ def test_a_new_run_starts_a_new_report_and_an_earlier_runs_word_is_ignored(
     report = WorkloadReport.objects.get(job=job)
     assert report.run == 2 and report.outcome == "" and "completion" not in report.latest
     with time_machine.travel(T0, tick=False):
-        record(job, 1, items({"kind": "completion", "seq": 5, "outcome": "failed"}))
+        record(job.pk, 1, items({"kind": "completion", "seq": 5, "outcome": "failed"}))
     assert WorkloadReport.objects.get(job=job).outcome == ""
 
 

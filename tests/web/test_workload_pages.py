@@ -50,7 +50,7 @@ def post(job: Job, *messages: dict[str, Any], pod: str = "train-worker-0") -> No
     items = BATCH.validate_python(
         [{"pod": pod, "uid": "uid-0", "seq": next(SEQ), **message} for message in messages]
     )
-    record(job, job.run, items)
+    record(job.pk, job.run, items)
 
 
 def progress(
