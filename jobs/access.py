@@ -41,7 +41,23 @@ def is_operator(user: User) -> bool:
     another matter."""
     if not isinstance(user, PermissionsMixin) or not user.is_active:
         return False
-    return user.has_perm(OPERATE_PLATFORM)
+    if user.is_superuser:
+        return True
+    known: bool | None = getattr(user, "_trainyard_operator", None)
+    if known is None:
+        known = _holds_operate_platform(user)
+        user._trainyard_operator = known  # type: ignore[attr-defined]
+    return known
+
+
+def _holds_operate_platform(user: PermissionsMixin) -> bool:
+    """The permission held directly or through a group, in one query, asked once per request
+    (the user object lives as long as the request). `user.has_perm` would load every permission
+    of the user and of their groups, in two queries, on each page and poll."""
+    app_label, codename = OPERATE_PLATFORM.split(".")
+    held = Q(user=user) | Q(group__user=user)
+    permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+    return permission.filter(held).exists()
 
 
 def operators_group() -> Group:
