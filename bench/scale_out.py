@@ -135,8 +135,11 @@ class Stack:
 
 
 @contextmanager
-def processes(directory: Path, web_port: int, stack: Stack | None = None) -> Iterator[None]:
-    """Beat, workers and web server on this database; stopped (TERM, then KILL) at the end."""
+def processes(
+    directory: Path, web_port: int, stack: Stack | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Beat, workers and web server on this database, yielded; stopped (TERM, then KILL) at the
+    end."""
     stack = stack or Stack()
     env = _environment(directory, stack.interval) | stack.env
     if env.get("REDIS_URL"):  # a shared Redis: no earlier run's message replays into this one
@@ -153,7 +156,7 @@ def processes(directory: Path, web_port: int, stack: Stack | None = None) -> Ite
     started = [_start(command, env, directory / f"process{i}.log") for i, command in
                enumerate(commands)]  # fmt: skip
     try:
-        yield
+        yield started
     finally:
         for process in started:
             process.terminate()

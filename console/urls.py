@@ -4,6 +4,8 @@ from django.urls import include, path
 from console.views.login import login
 from jobs.api import api
 
+handler500 = "console.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", login, name="login"),

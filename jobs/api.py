@@ -29,7 +29,7 @@ from ninja.security import HttpBearer
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as ModelInvalid
 
-from console import audit, metrics, ratelimit
+from console import audit, errors, metrics, ratelimit
 from console.models import Addon, ApiToken, Cluster, Node
 from jobs import pod_logs, rlinf, signals, workload
 from jobs.access import (
@@ -270,6 +270,12 @@ def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if errors.database_unavailable(exc):
+        logger.warning("API %s %s: the database is unavailable (%s)", request.method,
+                       request.path, type(exc).__name__)  # fmt: skip
+        message = errors.unavailable_message()
+        response = _error(request, 503, message, message_code=errors.MESSAGE_CODE)
+        return errors.retry_later(response)
     logger.exception("API error on %s %s", request.method, request.path, exc_info=exc)
     return _error(request, 500, "Internal error; it has been logged.")
 

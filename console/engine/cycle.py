@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -211,7 +211,23 @@ def sync_cluster(cluster_id: int) -> SyncResult:
         if collecting:
             gc.enable()
         if not finished:
+            release(cluster_id, lease)
+
+
+def release(cluster_id: int, lease: datetime) -> None:
+    """Gives back the lease of a cycle that failed. When the database failed (a restart, a
+    fail-over), the connection is replaced and the release tried every second until the lease
+    would have run out anyway: the first tick after the database returns syncs the cluster,
+    instead of waiting out the lease (lease_seconds(): 102 s with the defaults)."""
+    while True:
+        try:
             finish(cluster_id, lease)
+            return
+        except DatabaseError:
+            connection.close()
+            if timezone.now() >= lease:
+                return
+            time.sleep(1)
 
 
 def _unreachable(
