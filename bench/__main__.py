@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["simcluster_list", "sync_cycle", "pages", "signals", "scale_out", "faults", "load"]
+MODULES = [
+    "simcluster_list", "sync_cycle", "pages", "signals", "scale_out", "faults", "races",
+    "database_restart", "load",
+]  # fmt: skip
 
 
 def main(names: list[str]) -> None:

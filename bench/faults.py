@@ -66,11 +66,13 @@ class Outcome:
     seen: dict[str, str]  # what the test recorded
 
 
-def run_tests(folder: Path) -> dict[str, Outcome]:
-    """The fault tests, by name; the environment's database and broker are left out."""
-    report = folder / "faults.xml"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    command = [sys.executable, "-m", "pytest", "-q", TESTS,
+def run_tests(folder: Path, *tests: str, environment: bool = False) -> dict[str, Outcome]:
+    """The tests (the fault tests by default), by name, on their own SQLite database and
+    in-process brokers unless `environment`: then on the environment's database and broker."""
+    report = folder / "tests.xml"
+    leave_out = () if environment else ("DATABASE_URL", "REDIS_URL")
+    env = {k: v for k, v in os.environ.items() if k not in leave_out}
+    command = [sys.executable, "-m", "pytest", "-q", *(tests or [TESTS]),
                f"--junitxml={report}", "-o", "junit_family=xunit1"]  # fmt: skip
     subprocess.run(command, cwd=settings.BASE_DIR, env=env, check=False, timeout=900)
     outcomes = {}

@@ -19,7 +19,8 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -93,8 +94,9 @@ def received(log: str, task_name: str) -> set[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_it_redelivers_a_sync_and_a_reconcile_killed_mid_task_and_both_converge(
-    alice: User, cluster: Cluster, sim: SimCluster, processes: Processes, tmp_path: Path
-) -> None:
+    alice: User, cluster: Cluster, sim: SimCluster, processes: Processes, tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:  # fmt: skip
     job = submit(alice, cluster, "kept", task(replicas=1))
     sync_held = Gate(sim, "GET", "/apis/apps/v1/statefulsets")  # the sync's first LIST
     create_held = Gate(sim, "POST", "/statefulsets")  # the reconcile's create
@@ -107,6 +109,7 @@ def test_it_redelivers_a_sync_and_a_reconcile_killed_mid_task_and_both_converge(
         assert create_held.arrived.wait(60), processes.log("first")
         assert sync_held.arrived.wait(5), processes.log("first")
         processes.kill(first)  # both requests still held: neither task got any further
+        killed = time.monotonic()
         sync_held.released.set()
         create_held.released.set()
         assert not gateway(cluster).list(STATEFULSETS, namespace="default")
@@ -115,6 +118,7 @@ def test_it_redelivers_a_sync_and_a_reconcile_killed_mid_task_and_both_converge(
         job_applied = Operation.objects.filter(job=job, result=Operation.Result.APPLIED)
         wait_for(job_applied.exists, 90, "the reconcile redelivered and applied")
         wait_for(lambda: Node.objects.filter(cluster=cluster).count() == 2, 60, "the sync")
+        converged = time.monotonic() - killed
 
     first_log, second_log = processes.log("first"), processes.log("second")
     for name in ("console.tasks.reconcile_job", "console.tasks.sync_cluster"):
@@ -124,6 +128,9 @@ def test_it_redelivers_a_sync_and_a_reconcile_killed_mid_task_and_both_converge(
     cluster.refresh_from_db()
     assert cluster.reachable and cluster.last_synced_at is not None
     assert cluster.sync_lease_until is None  # the killed cycle's lease ran out; this one ended
+    record_property(
+        "seen", f"both tasks received again; converged {converged:.0f} s after the kill"
+    )
 
 
 # --- two beats -------------------------------------------------------------------------------
@@ -184,8 +191,9 @@ def test_it_counts_an_overlap_when_two_cycles_of_one_cluster_hold_it_at_once() -
 
 @pytest.mark.django_db(transaction=True)
 def test_it_never_syncs_a_cluster_twice_at_once_under_two_beats(
-    cluster: Cluster, sim: SimCluster, processes: Processes, tmp_path: Path
-) -> None:
+    cluster: Cluster, sim: SimCluster, processes: Processes, tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:  # fmt: skip
     Cluster.objects.create(name="sim-b", kubeconfig=cluster.kubeconfig, namespace="default")
     sim.set_fault(latency_ms=250, seconds=600)  # a cycle of 8 LISTs takes 2 s: ticks meet it
     spans = tmp_path / "spans"
@@ -206,6 +214,7 @@ def test_it_never_syncs_a_cluster_twice_at_once_under_two_beats(
     worker_logs = processes.log("worker-a") + processes.log("worker-b")
     cycles, overlapping = overlaps(spans.read_text())
     skipped = worker_logs.count("skipped: another sync of this cluster is running")
+    record_property("seen", f"{cycles} cycles, {skipped} skipped, {overlapping} overlapping")
     assert overlapping == 0, spans.read_text()
     assert cycles >= CYCLES, worker_logs  # the clusters were synced all along ...
     assert skipped >= CYCLES, worker_logs  # ... while the other beat's syncs met running ones
@@ -217,8 +226,9 @@ def test_it_never_syncs_a_cluster_twice_at_once_under_two_beats(
 
 @pytest.mark.django_db(transaction=True)
 def test_it_syncs_again_by_itself_after_redis_restarts(
-    cluster: Cluster, processes: Processes, tmp_path: Path
-) -> None:
+    cluster: Cluster, processes: Processes, tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:  # fmt: skip
     """Always a Redis of the test's own (never CI's, which other tests use): stopped under a
     running worker and beat, started again on the same port; the syncs resume with no process
     restarted (CELERY_BROKER_CONNECTION_MAX_RETRIES = None)."""
@@ -236,3 +246,5 @@ def test_it_syncs_again_by_itself_after_redis_restarts(
         # whole suite stretches Celery's reconnection back-off, so the bound is looser here.
         wait_for(again.exists, 150, "a sync after the restart")
         assert worker.poll() is None and beat.poll() is None, processes.log("worker")
+        seconds = (timezone.now() - down).total_seconds()
+        record_property("seen", f"a sync {seconds:.0f} s after Redis stopped; no process restarted")

@@ -44,6 +44,11 @@ def fast_passwords(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+def told(counts: Counter[str]) -> str:
+    """What a race's requests got, for docs/benchmarks.md (bench/races.py)."""
+    return ", ".join(f"{key.replace('_job:', ' ')}: {n}" for key, n in sorted(counts.items()))
+
+
 class Recorder:
     """Thread-safe stand-in for `reconcile_job.delay`: counts what was scheduled."""
 
@@ -76,7 +81,7 @@ def hammer(user: User, job_id: int, index: int, outcomes: Counter[str], errors: 
 
 @pytest.mark.django_db(transaction=True)
 def test_it_ends_in_one_legal_state_with_one_operation_per_transition(
-    alice: User, cluster: Cluster
+    alice: User, cluster: Cluster, record_property: Callable[[str, object], None]
 ) -> None:
     recorder = Recorder()
     with mock.patch("console.tasks.reconcile_job.delay", recorder):
@@ -96,6 +101,7 @@ def test_it_ends_in_one_legal_state_with_one_operation_per_transition(
             thread.join(timeout=300)
     assert errors == []
     assert sum(outcomes.values()) == THREADS * ROUNDS
+    record_property("seen", told(outcomes))
 
     job.refresh_from_db()
     assert (job.phase, job.stopped) in {(JobPhase.STOPPED, True), (JobPhase.PENDING, False)}
@@ -165,7 +171,7 @@ def in_parallel(count: int, work: Callable[[int], None]) -> list[Exception]:
 
 @pytest.mark.django_db(transaction=True)
 def test_it_takes_one_delete_and_keeps_every_other_operation_legal_under_a_crowd(
-    alice: User, cluster: Cluster
+    alice: User, cluster: Cluster, record_property: Callable[[str, object], None]
 ) -> None:
     """Spec §Stop, resume or delete: 24 API clients at once each send stop, resume and clone in
     turn, and every third one a delete last. One delete is accepted; before it, accepted stops
@@ -190,6 +196,7 @@ def test_it_takes_one_delete_and_keeps_every_other_operation_legal_under_a_crowd
         errors = in_parallel(API_THREADS, operate)
     assert errors == []
     assert sum(statuses.values()) == API_THREADS * API_ROUNDS
+    record_property("seen", told(Counter({f"{a} {s}": n for (a, s), n in statuses.items()})))
     # After the delete, a request either finds the Job gone (404) or is refused (409).
     assert {status for (action, status) in statuses if action != "clone"} <= {200, 202, 404, 409}
     assert {status for (action, status) in statuses if action == "clone"} <= {201, 404}
@@ -244,7 +251,7 @@ def sim_cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
 
 @pytest.mark.django_db(transaction=True)
 def test_it_creates_one_job_and_one_statefulset_per_task_when_a_name_is_sent_at_once(
-    alice: User, sim_cluster: Cluster
+    alice: User, sim_cluster: Cluster, record_property: Callable[[str, object], None]
 ) -> None:
     """16 API clients create the same Job at once: one 201, the others 422 naming the field; then
     the reconciles (all at once too, as redelivered messages would) and a sync make exactly one
@@ -262,6 +269,7 @@ def test_it_creates_one_job_and_one_statefulset_per_task_when_a_name_is_sent_at_
     recorder = Recorder()
     with mock.patch("console.tasks.reconcile_job.delay", recorder):
         assert in_parallel(CREATORS, create) == []
+    record_property("seen", told(Counter({f"create {s}": n for s, n in statuses.items()})))
     assert statuses == {201: 1, 422: CREATORS - 1}
     job = Job.objects.get(name="twin")
     assert Operation.objects.filter(job=job).values_list("action", "result").get() == (
