@@ -76,6 +76,9 @@ LOCUST = Path(os.environ.get("TRAINYARD_LOCUST", settings.BASE_DIR / "var/bench/
 ACCESS_FORMAT = "%(r)s %(s)s %(L)s"  # request line, status, seconds in the worker
 # On a machine shared with other work: the stack ahead of it, locust ahead of the stack.
 STACK_NICENESS, LOCUST_NICENESS = -15, -19
+# The simulated cluster stands in for an API server on machines of its own: here it takes only
+# the CPU that the console, PostgreSQL, Redis and locust leave.
+SIM_NICENESS = 19
 # The stack's processes, by a word of their command line.
 GROUPS = ("gunicorn", "celery", "simcluster", "locust")
 
@@ -341,7 +344,8 @@ def ahead_of_other_work() -> None:
 
 
 def _ahead_of_other_work(stop: threading.Event) -> None:
-    """The stack's processes and PostgreSQL's backends of this database at STACK_NICENESS,
+    """The console's processes (gunicorn, Celery) and PostgreSQL's backends of this database
+    at STACK_NICENESS (the simulated cluster stays at SIM_NICENESS),
     every second (gunicorn replaces a worker, Django reopens a connection after CONN_MAX_AGE):
     on a machine shared with other work, as a dedicated one would give them the CPU. Left as
     they are without the privilege."""
@@ -349,7 +353,7 @@ def _ahead_of_other_work(stop: threading.Event) -> None:
         found = processes_now()
         ours, database = _ours(found), str(settings.DATABASES["default"]["NAME"])
         for process in found.values():
-            if group_of(process, ours, database) in (*GROUPS[:-1], "postgres"):
+            if group_of(process, ours, database) in ("gunicorn", "celery", "postgres"):
                 with contextlib.suppress(OSError):
                     os.setpriority(os.PRIO_PROCESS, process.pid, STACK_NICENESS)
 
@@ -461,7 +465,7 @@ def measure() -> list[Figures]:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     with ExitStack() as stack:
-        sim = Sim(directory, nodes=PODS // 100 + 2, speed=1)
+        sim = Sim(directory, nodes=PODS // 100 + 2, speed=1, niceness=SIM_NICENESS)
         stack.callback(sim.stop)
         cluster = _cluster(sim)
         people = _people()
@@ -594,9 +598,12 @@ def section(figures: Figures) -> str:
         "processes are counted by process tree, PostgreSQL by its backends of this database; "
         '"other work on the machine" is every other process alive at the end, "processes '
         'that ended" what the machine used beside all these (short-lived processes). locust '
-        f"ran at niceness {figures.locust_niceness}, the stack and its scheduling group at "
-        f"{STACK_NICENESS}; PostgreSQL and Redis, servers shared with the other work, in their "
-        "own scheduling groups (only this database's backends reniced). gunicorn used "
+        f"ran at niceness {figures.locust_niceness}, the console (gunicorn, Celery) and its "
+        f"scheduling group at {STACK_NICENESS}; PostgreSQL and Redis, servers shared with the "
+        "other work, in their own scheduling groups (only this database's backends reniced); "
+        "the simulated cluster, which stands in for an API server on machines of its own, at "
+        f"{SIM_NICENESS} in a scheduling group of its own: it takes only the CPU the others "
+        "leave. gunicorn used "
         f"{figures.web_ms():.1f} ms of CPU per request answered.",
         f"- Time in gunicorn (its access log: from parsing the request to the last byte "
         f"written) against the time locust saw, medians of all requests: "

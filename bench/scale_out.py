@@ -71,8 +71,7 @@ class Figures:
     def held(self) -> bool:
         """Every target of the module's docstring."""
         on_time = all(
-            self.mean_gap[name] <= INTERVAL / CADENCE_TARGET
-            and self.longest_gap[name] <= 2 * INTERVAL
+            self.mean_gap[name] <= INTERVAL / CADENCE_TARGET and ticks(self.longest_gap[name]) <= 2
             for name in self.healthy()
         )
         answered = self.page_errors == 0 and self.page_p95 < PAGE_P95_TARGET
@@ -81,6 +80,14 @@ class Figures:
     @property
     def page_p95(self) -> float:
         return p95(self.page_seconds)
+
+
+def ticks(gap: float) -> int:
+    """The beat's intervals a gap between two syncs spans: a sync is stamped when a worker
+    starts it, some milliseconds after its tick, so one missed tick leaves a gap of two
+    intervals give or take that delay (4.03 s for 2 s ticks), and only a gap of 2.5 intervals
+    or more has missed two."""
+    return round(gap / INTERVAL)
 
 
 def p95(seconds: list[float]) -> float:
@@ -303,7 +310,7 @@ def table(figures: Figures) -> str:
         label = f"{name} ({SLOW_MS} ms per request)" if name == "slow" else name
         rows.append(
             f"| {label} | {figures.cycles[name]} | {figures.expected:.0f} | "
-            f"{figures.mean_gap[name]:.2f} s | {figures.longest_gap[name]:.1f} s |"
+            f"{figures.mean_gap[name]:.2f} s | {figures.longest_gap[name]:.2f} s |"
         )
     rows += [
         "",
@@ -341,7 +348,8 @@ def run() -> str:
         f"{table(figures)}\n\n"
         f"Targets ({verdict}): every other cluster synced every {INTERVAL} s on average (mean gap "
         f"at most {INTERVAL / CADENCE_TARGET:.1f} s) and never more than two intervals "
-        f"({2 * INTERVAL} s) without a sync; the slow "
+        f"without a sync (at most one tick missed: a gap below {2.5 * INTERVAL:.0f} s, since a "
+        "sync is stamped when a worker starts it, some milliseconds after its tick); the slow "
         f"one keeps syncing; every page answered, p95 below {PAGE_P95_TARGET * 1000:.0f} ms.\n\n"
         f"{notes(figures)}"
     )

@@ -16,6 +16,7 @@ Targets: the relist at most 2x the floor's CPU; a quiet cycle and a 100-change c
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -101,19 +102,31 @@ def fetch_unpaginated(gateway: Gateway) -> None:
         orjson.loads(data)
 
 
+def _niced(niceness: int) -> Callable[[], None]:
+    def nice() -> None:  # in the child, after setsid: its own scheduling group
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+        with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(niceness))
+
+    return nice
+
+
 class Sim:
     """simcluster in its own process, driven through its /_sim/ control surface."""
 
-    def __init__(self, folder: Path, nodes: int, speed: float = 0) -> None:
-        """A frozen clock by default (speed 0: moved only by `advance`)."""
+    def __init__(self, folder: Path, nodes: int, speed: float = 0, niceness: int = 0) -> None:
+        """A frozen clock by default (speed 0: moved only by `advance`). With a `niceness`,
+        in a session and scheduling group of its own at that niceness (where permitted)."""
         self.kubeconfig = folder / "kubeconfig"
         command = [sys.executable, "manage.py", "simcluster", "--kubeconfig-out",
                    str(self.kubeconfig), "--nodes", str(nodes), "--speed", f"{speed:g}",
                    "--namespace", "bench"]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            command, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, env=env
-        )
+            command, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, env=env,
+            start_new_session=bool(niceness), preexec_fn=_niced(niceness) if niceness else None,
+        )  # fmt: skip
         assert self.process.stdout is not None
         for line in self.process.stdout:
             if b"kubeconfig written" in line:
