@@ -134,7 +134,6 @@ class Answer:
     kind: str  # "stop", "resume", "readyz", "job", "page"
     status: int  # 0: no answer (connection refused, timeout)
     seconds: float
-    job: int = 0
 
 
 @dataclass
@@ -148,7 +147,6 @@ class Figures:
     expected: dict[int, bool] = field(default_factory=dict)  # Job -> stopped, as last accepted
     ended: dict[int, bool] = field(default_factory=dict)  # Job -> stopped, in the database
     alive: bool = False  # every process still the one started
-    tracebacks: int = 0  # in the worker's and beat's logs (the web's: errors it answered)
 
     def first_ok_after_up(self, kinds: tuple[str, ...]) -> float | None:
         oks = [a.at - self.up_at for a in self.answers
@@ -204,7 +202,7 @@ def operate(base: str, token: str, jobs: list[int], stop: threading.Event,
         job = jobs[index % len(jobs)]
         action = "resume" if stopped[job] else "stop"
         status, seconds = _ask("POST", f"{base}/api/v1/jobs/{job}/{action}", token)
-        figures.answers.append(Answer(time.monotonic(), action, status, seconds, job))
+        figures.answers.append(Answer(time.monotonic(), action, status, seconds))
         if status == 200:
             stopped[job] = action == "stop"
             figures.accepted += 1
@@ -257,8 +255,6 @@ def measure(before: float = BEFORE, down: float = DOWN, after: float = AFTER) ->
         figures = _load(server, f"http://127.0.0.1:{port}", plan, (before, down, after))
         _converge(server, figures)
         figures.alive = all(process.poll() is None for process in started)
-        logs = "".join(path.read_text(errors="replace") for path in directory.glob("process*.log"))
-        figures.tracebacks = logs.count("Traceback")
         return figures
     raise AssertionError("unreachable")
 
