@@ -32,6 +32,9 @@ MAX_BYTES = 60_000  # and at most 64 KiB
 MAX_METRICS = 32
 DROPPABLE = ("progress", "heartbeat")  # dropped first when the queue is full
 FINAL = (401, 403, 404, 413, 422)  # a resend cannot succeed
+# The retries' jitter, from a generator of its own: the training program's `random` (often
+# seeded for reproducible runs) is never drawn from by this background thread.
+JITTER = random.Random()
 
 
 class Signals:
@@ -206,7 +209,7 @@ class Signals:
                 self._in_flight = []
                 self._cond.notify_all()
             if retry:
-                time.sleep(delay * (0.5 + random.random() / 2))
+                time.sleep(delay * (0.5 + JITTER.random() / 2))
                 delay = min(delay * 2, self.max_backoff)
             else:
                 delay = self.backoff

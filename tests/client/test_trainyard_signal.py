@@ -8,6 +8,7 @@ import http.server
 import importlib.util
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -126,6 +127,23 @@ def test_an_unreachable_console_is_printed_never_raised(
     signals.progress(1)
     signals.completion("succeeded", timeout=0.3)  # gives up waiting, does not raise
     atexit.unregister(signals.flush)
+    assert "unreachable" in capsys.readouterr().err
+
+
+def test_its_retries_leave_the_programs_random_numbers_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A training program seeds `random` for a reproducible run: the sender's retries draw their
+    jitter from a generator of their own, so the program's sequence is the one it seeded."""
+    signals = client().Signals(
+        url=f"http://127.0.0.1:{closed_port()}/s", token="t", pod="p", uid="u", backoff=0.01
+    )
+    random.seed(7)
+    state = random.getstate()
+    signals.progress(1)
+    assert not signals.flush(0.3)  # retried (the backoff doubles from 10 ms), never sent
+    atexit.unregister(signals.flush)
+    assert random.getstate() == state
     assert "unreachable" in capsys.readouterr().err
 
 
