@@ -104,11 +104,16 @@ def update_where(
 
 def _unchanged_jobs(changes: Changes, state: State) -> set[int]:
     """Locks the Jobs about to be written and keeps those no operation changed since they were
-    loaded (a concurrent stop, resume or delete wins; the next cycle derives again)."""
+    loaded (a concurrent stop, resume or delete wins; the next cycle derives again).
+
+    FOR NO KEY UPDATE, the lock an UPDATE of these rows takes anyway: it waits for an operation's
+    update as FOR UPDATE would, but not for the key-share lock a row pointing at the Job takes
+    (a signal or an Operation inserted): those requests never wait for the rest of the cycle's
+    writes."""
     if not changes.touched_jobs:
         return set()
     loaded = {job.pk: (job.run, job.stopped, job.delete_requested_at) for job in state.jobs}
-    rows = Job.objects.select_for_update().filter(pk__in=changes.touched_jobs)
+    rows = Job.objects.select_for_update(no_key=True).filter(pk__in=changes.touched_jobs)
     return {
         pk
         for pk, run, stopped, deleting in rows.values_list(
