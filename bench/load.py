@@ -673,7 +673,10 @@ def report(results: list[Figures]) -> str:
         "htmx does (`HX-Request`, the version of the last answer: 204 when unchanged), and "
         "reloads the page once a minute; each operator makes one operation a second (stop, "
         f"then resume, through the API); each pod posts a signal every {SIGNAL_SECONDS} s "
-        "(heartbeats, a progress report every third). The issue's scenario first, then the "
+        "(heartbeats, a progress report every third). Each person, operator and pod starts at "
+        "a random moment within its period and keeps its own pace from there, as people and "
+        "pods that started independently do (not in step with the others). The issue's "
+        "scenario first, then the "
         "same with a quarter of the people and pods, on the same stack. locust runs "
         f"{RUN_SECONDS} s each time; the figures count from the end of its spawning "
         "(`--reset-stats`).",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gevent import sleep
-from locust import FastHttpUser, constant_pacing, events, task
+from locust import FastHttpUser, events, task
 
 PLAN = json.loads(Path(os.environ["TRAINYARD_LOAD_PLAN"]).read_text())
 CODES: Counter[str] = Counter()
@@ -48,11 +48,25 @@ def _poll_url(pattern: re.Pattern[str], text: str) -> str | None:
     return html.unescape(found.group(1)) if found else None
 
 
-def _start_at_random_within(seconds: float) -> None:
+def _start_at_random_within(user: Any, seconds: float) -> None:
     """People opened their pages, and pods started, at unrelated moments: their requests are
     spread over the period, not sent all at once every period as users spawned together
-    would send them."""
+    would send them. The user's first request is due now, after the wait."""
     sleep(random.uniform(0, seconds))
+    user.due = time.monotonic()
+
+
+def every(seconds: float) -> Any:
+    """A request every `seconds` from the user's first one (locust's constant_pacing counts
+    from the user's creation, so the random start above would be undone: every user would
+    send in step with the others, at the moment it was spawned). A request late by more than
+    a period is not made up for: the next is due a period after it."""
+
+    def wait_time(user: Any) -> float:
+        user.due = max(user.due + seconds, time.monotonic())
+        return user.due - time.monotonic()
+
+    return wait_time
 
 
 def _counted(kind: str, response: Any, ok: tuple[int, ...]) -> None:
@@ -64,12 +78,12 @@ def _counted(kind: str, response: Any, ok: tuple[int, ...]) -> None:
 
 class PageUser(FastHttpUser):
     fixed_count = len(PLAN["pages"])
-    wait_time = constant_pacing(PLAN["poll_seconds"])
+    wait_time = every(PLAN["poll_seconds"])
     pages = itertools.cycle(PLAN["pages"])
 
     def on_start(self) -> None:
         page = next(self.pages)
-        _start_at_random_within(PLAN["poll_seconds"])
+        _start_at_random_within(self, PLAN["poll_seconds"])
         self.cookie = {"Cookie": f"{PLAN['session_cookie']}={page['session']}"}
         self.page_url, self.workers_url = page["page"], page["workers"]
         self.polls = 0
@@ -107,12 +121,12 @@ class PageUser(FastHttpUser):
 
 class OperatorUser(FastHttpUser):
     fixed_count = len(PLAN["operators"])
-    wait_time = constant_pacing(1)
+    wait_time = every(1)
     operators = itertools.cycle(PLAN["operators"])
 
     def on_start(self) -> None:
         operator = next(self.operators)
-        _start_at_random_within(1)
+        _start_at_random_within(self, 1)
         self.headers = {"Authorization": f"Bearer {operator['token']}"}
         jobs = operator["jobs"]  # [id, the operation its state allows first]
         self.steps = itertools.cycle(
@@ -131,12 +145,12 @@ class OperatorUser(FastHttpUser):
 
 class PodUser(FastHttpUser):
     fixed_count = len(PLAN["pods"])
-    wait_time = constant_pacing(PLAN["signal_seconds"])
+    wait_time = every(PLAN["signal_seconds"])
     pods = itertools.cycle(PLAN["pods"])
 
     def on_start(self) -> None:
         pod = next(self.pods)
-        _start_at_random_within(PLAN["signal_seconds"])
+        _start_at_random_within(self, PLAN["signal_seconds"])
         self.url = f"/api/v1/jobs/{pod['job']}/signals"
         self.headers = {"Authorization": f"Bearer {pod['token']}"}
         self.pod, self.uid = pod["pod"], pod["uid"]
