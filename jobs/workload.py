@@ -10,15 +10,17 @@ under the report row's lock, so concurrent requests from many pods never lose on
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from jobs import signals
@@ -206,6 +208,23 @@ def workload_of(job: Job, now: datetime | None = None) -> Workload:
     return derive(
         report_of(row), JobPhase(job.phase), job.run, Policies.of(spec), now or timezone.now()
     )
+
+
+def workloads_of(jobs: QuerySet[Job], now: datetime) -> Iterator[tuple[int, Workload]]:
+    """Each Job's pk with its workload state, from one query of values: what a page judging
+    hundreds of Jobs derives, without building a Job and a report object for each. The
+    report's two JSON columns come as text and orjson decodes them (the JSONField's json.loads
+    took 5 of the dashboard's 50 ms of CPU at 500 live Jobs)."""
+    texts = {f"{name}_text": Cast(f"workload__{name}", TextField()) for name in ("latest", "steps")}
+    rows = jobs.annotate(**{POLICIES: KeyTransform("policies", "spec")}, **texts).values_list(
+        "pk", "phase", "run", POLICIES, "workload__run", "workload__first_received_at",
+        "workload__last_received_at", *texts,
+    )  # fmt: skip
+    for pk, phase, run, policies, report_run, first, last, latest, steps in rows:
+        report = None
+        if report_run is not None:
+            report = Report(report_run, first, last, orjson.loads(latest), orjson.loads(steps))
+        yield pk, derive(report, JobPhase(phase), run, Policies.of({"policies": policies}), now)
 
 
 def with_workload(jobs: QuerySet[Job]) -> QuerySet[Job]:

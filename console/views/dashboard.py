@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, QuerySet, When
+from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, QuerySet, When, Window
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -35,7 +35,7 @@ from jobs.status.attention import (
     workload_reason,
 )
 from jobs.status.freshness import is_stale, job_freshness
-from jobs.workload import REPORT_ONLY, with_workload, workload_of
+from jobs.workload import workloads_of
 
 ATTENTION_LIMIT = 50
 # The live Jobs whose workload spoke in their current run, judged per request (newest first):
@@ -130,6 +130,7 @@ def attention_jobs(
         needing.select_related("cluster", "project")
         .only(*ATTENTION_FIELDS)
         .alias(workload_first=Case(When(flagged, then=0), default=1))
+        .annotate(needing_total=Window(Count("pk")))  # counted in the same scan
         .order_by("workload_first", "-created_at", "-pk")[:CANDIDATE_LIMIT]
     )
     problems = known_problems(candidates, now, diagnostics)
@@ -139,24 +140,22 @@ def attention_jobs(
         for job in candidates
     ]
     rows = [row for row in rows if row.reasons]
-    unjudged = needing.count() - CANDIDATE_LIMIT if len(candidates) == CANDIDATE_LIMIT else 0
+    unjudged = candidates[-1].needing_total - len(candidates) if candidates else 0
     return rows[:ATTENTION_LIMIT], len(rows) + unjudged
 
 
 def workload_reasons(user: User, now: datetime) -> dict[int, Reason]:
-    """Why each live Job's workload needs a look, by Job id (one query: jobs.workload reads
-    every report with its Job and derives the states, as the jobs list does)."""
+    """Why each live Job's workload needs a look, by Job id (one query of values: each report
+    with its Job's phase, run and policies, the states derived as the jobs list does)."""
     spoke = jobs_for(user).filter(
         phase__in=(JobPhase.PENDING, JobPhase.RUNNING), workload__run=F("run")
     )
-    jobs = with_workload(spoke.exclude(workload__outcome="succeeded")).only(
-        "phase", "run", *REPORT_ONLY
-    )
+    newest = spoke.exclude(workload__outcome="succeeded").order_by("-created_at", "-pk")
     reasons = {}
-    for job in jobs.order_by("-created_at", "-pk")[:WORKLOAD_CANDIDATE_LIMIT]:
-        reason = workload_reason(workload_of(job, now))
+    for pk, workload in workloads_of(newest[:WORKLOAD_CANDIDATE_LIMIT], now):
+        reason = workload_reason(workload)
         if reason is not None:
-            reasons[job.pk] = reason
+            reasons[pk] = reason
     return reasons
 
 
