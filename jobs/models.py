@@ -242,6 +242,9 @@ class WorkloadReport(models.Model):
     steps = models.JSONField(_("recent step advances"), default=list)
     # The workload's completion outcome ("" until it reports one): Workflows read it.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)
+    # When the run's signals were last compacted (jobs.signals.compact): the fold that finds it
+    # a minute old compacts them, under this row's lock, so once a minute for every web process.
+    compacted_at = models.DateTimeField(_("signals compacted at"), null=True, blank=True)
 
     def __str__(self) -> str:
         return f"workload of job {self.job_id} (run {self.run})"

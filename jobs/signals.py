@@ -7,9 +7,10 @@ deterministic), a new one on every resume, nothing to look up and nothing stored
 Messages are validated per kind; (pod, uid, seq) is unique, so a resent message is counted once
 (an insert that ignores conflicts, safe under concurrency). Old heartbeats and Ray reports are
 compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
-run, and the other kinds keep their latest few, at most once a minute per Job run and kind: over
-a 3-day run the table stays bounded and most requests compact nothing: one INSERT, then the
-fold into the Job's report (jobs.workload), in one transaction.
+run, and the other kinds keep their latest few, at most once a minute per Job run (decided under
+the Job report's row lock, so for every web process together): over a 3-day run the table stays
+bounded and most requests compact nothing: one INSERT, then the fold into the Job's report
+(jobs.workload), in one transaction.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ MAX_BATCH = 100
 MAX_METRICS = 32
 KEEP_LATEST = 100  # phase, checkpoint and completion messages kept per Job run
 LATEST_ONLY = ("heartbeat", "ray")  # only the newest per pod UID matters
+KEEP_LATEST_KINDS = ("phase", "checkpoint", "completion")
 
 # --- the token ---------------------------------------------------------------------------------
 
@@ -147,7 +149,7 @@ COMMON = frozenset(("kind", "pod", "uid", "seq", "at"))
 
 def too_fast(job_id: int, pod: str) -> bool:
     """At most TRAINYARD_SIGNAL_RATE requests per second per pod (a burst of that many), counted
-    in the cache (shared by every web process when the cache is)."""
+    in this web process's cache (docs/decisions.md, "Rate cap")."""
     key = f"signals:{job_id}:{pod}:{int(timezone.now().timestamp())}"
     cache.add(key, 0, timeout=2)
     try:
@@ -184,43 +186,24 @@ def insert(
     return rows, len(inserted or [])
 
 
-def store(
-    job_id: int, run: int, items: Sequence[SignalBase], source: str = "signal"
-) -> tuple[int, int]:
-    """(accepted, duplicates): the messages inserted, then their Job run compacted."""
-    now = timezone.now()
-    rows, accepted = insert(job_id, run, items, source, now)
-    compact(job_id, run, rows, now)
-    return accepted, len(rows) - accepted
-
-
 # --- compaction --------------------------------------------------------------------------------
 
 
-COMPACT_EVERY = 60  # seconds: each kind of a Job run compacted at most this often
+COMPACT_EVERY = timedelta(minutes=1)  # a Job run's signals compacted at most this often
 
 
-def _due(key: str) -> bool:
-    """True at most once per COMPACT_EVERY for `key` (the cache's add is atomic)."""
-    return bool(cache.add(f"signals:compact:{key}", 1, timeout=COMPACT_EVERY))
-
-
-def compact(job_id: int, run: int, rows: list[Signal], now: datetime) -> None:
-    """Bound the rows of a Job run, each kind at most once a minute (most requests then
-    compact nothing, and build no query for it): one statement covers every pod of the Job,
-    so the work follows the Jobs, not the pods. Rows received within
-    TRAINYARD_SIGNAL_KEEP_SECONDS are never removed, so a client's retry within that window is
-    still recognised as a duplicate."""
-    for kind in {row.kind for row in rows}:
-        if not _due(f"{job_id}:{run}:{kind}"):
-            continue
-        old = _old(job_id, run, kind, now)
-        if kind in LATEST_ONLY:
-            _keep_newest_per_pod(old)
-        elif kind == "progress":
-            _thin_progress(old, job_id, run)
-        else:
-            _keep_latest(old, job_id, run, kind)
+def compact(job_id: int, run: int, now: datetime) -> None:
+    """Bound the rows of a Job run: one statement per rule covers every pod of the Job, so the
+    work follows the Jobs, not the pods. The fold decides when (jobs.workload: at most once per
+    COMPACT_EVERY, under the report row's lock), so most requests compact nothing. Rows
+    received within TRAINYARD_SIGNAL_KEEP_SECONDS are never removed, so a client's retry
+    within that window is still recognised as a duplicate."""
+    keep = timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS)
+    old = Signal.objects.filter(job_id=job_id, run=run, received_at__lt=now - keep)
+    _keep_newest_per_pod(old.filter(kind__in=LATEST_ONLY))
+    _thin_progress(old.filter(kind="progress"), job_id, run)
+    for kind in KEEP_LATEST_KINDS:
+        _keep_latest(old.filter(kind=kind), job_id, run, kind)
 
 
 def _keep_newest_per_pod(old: QuerySet[Signal]) -> None:
@@ -230,12 +213,6 @@ def _keep_newest_per_pod(old: QuerySet[Signal]) -> None:
         uid=OuterRef("uid"), seq__gt=OuterRef("seq"),
     )  # fmt: skip
     old.filter(Exists(newer)).delete()
-
-
-def _old(job_id: int, run: int, kind: str, now: datetime) -> QuerySet[Signal]:
-    """The Job run's rows of `kind` received before the keep window: the only ones removable."""
-    keep = timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS)
-    return Signal.objects.filter(job_id=job_id, run=run, kind=kind, received_at__lt=now - keep)
 
 
 def _keep_latest(old: QuerySet[Signal], job_id: int, run: int, kind: str) -> None:

@@ -45,17 +45,19 @@ def record(
 ) -> Recorded:
     """Store the messages (deduplicated), fold them into the report, and act on a completion
     (policy `stop_on_completion`). The insert and the fold commit together (one commit per
-    request, the report's row lock taken last); the compaction follows, outside the lock. The
-    Job itself is read only when a completion came (most requests carry none)."""
+    request, the report's row lock taken last); the compaction, when the fold found it due,
+    follows outside the lock. The Job itself is read only when a completion came (most
+    requests carry none)."""
     now = timezone.now()
     with transaction.atomic():
         rows, accepted = signals.insert(job_id, run, items, source, now)
-        outcome = fold(job_id, run, items, source, now)
-    signals.compact(job_id, run, rows, now)
+        folded = fold(job_id, run, items, source, now)
+    if folded.compact:
+        signals.compact(job_id, run, now)
     stopped = False
-    job = Job.objects.filter(pk=job_id).first() if outcome else None
+    job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
-        stopped = stop_on_completion(job, outcome)
+        stopped = stop_on_completion(job, folded.outcome)
     return Recorded(accepted, len(rows) - accepted, stopped)
 
 
@@ -98,15 +100,23 @@ def _entry(item: SignalBase, source: SignalSource, now: datetime) -> dict[str, A
     return entry | stamp | {"kind": getattr(item, "kind", "")}
 
 
+@dataclass(frozen=True)
+class Folded:
+    outcome: str  # the completion outcome the messages carried, else ""
+    compact: bool  # the run's signals are due for compaction (jobs.signals.compact)
+
+
 def fold(
     job_id: int, run: int, items: Iterable[SignalBase], source: SignalSource, now: datetime
-) -> str:
-    """Fold messages into the Job's report; the completion outcome they carried, else "".
-    Part of the caller's transaction when there is one (no savepoint)."""
+) -> Folded:
+    """Fold messages into the Job's report. Part of the caller's transaction when there is one
+    (no savepoint). The report row also says when the run's signals were last compacted: the
+    fold that finds that a minute ago marks it now, so of all the requests of every web
+    process, one a minute per Job compacts."""
     with transaction.atomic(savepoint=False):
         report = _locked_report(job_id, run, now)
         if report.run > run:  # a late word from an earlier run: the report is the current one's
-            return ""
+            return Folded("", compact=False)
         before = _rarely_changed(report)
         if report.run < run:
             report.run, report.first_received_at, report.outcome = run, now, ""
@@ -115,13 +125,16 @@ def fold(
         for item in sorted(items, key=lambda item: item.at or now):
             outcome = _fold_one(report, _entry(item, source, now), item.at or now) or outcome
         report.last_received_at = max(report.last_received_at, now)
+        compact = report.compacted_at is None or now - report.compacted_at >= signals.COMPACT_EVERY
+        if compact:
+            report.compacted_at = now
         after = _rarely_changed(report)
         changed = [name for name in RARELY_CHANGED if before[name] != after[name]]
         report.save(update_fields=["latest", "last_received_at", *changed])  # 1/6 of a whole save
-    return outcome
+    return Folded(outcome, compact)
 
 
-RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome")
+RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome", "compacted_at")
 
 
 def _rarely_changed(report: WorkloadReport) -> dict[str, Any]:
@@ -136,7 +149,9 @@ def _locked_report(job_id: int, run: int, now: datetime) -> WorkloadReport:
     try:
         return reports.get(job_id=job_id)
     except WorkloadReport.DoesNotExist:
-        blank = WorkloadReport(job_id=job_id, run=run, first_received_at=now, last_received_at=now)
+        blank = WorkloadReport(
+            job_id=job_id, run=run, first_received_at=now, last_received_at=now, compacted_at=now
+        )
         WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
         return reports.get(job_id=job_id)
 

@@ -17,7 +17,8 @@ from django.test import Client
 from console import metrics
 from console.models import ApiToken, Cluster
 from jobs.models import Job, Signal
-from jobs.signals import BATCH, signal_token, store, token_owner
+from jobs.signals import BATCH, signal_token, token_owner
+from jobs.workload import record
 
 POD, UID = "ppo-math-head-0", "0f5a3c1e-uid"
 VALID: dict[str, dict[str, Any]] = {
@@ -265,7 +266,8 @@ def test_a_day_long_run_posting_every_10_seconds_keeps_a_bounded_table(
                 [message(kind, 3 * tick + n, step=tick) if kind == "progress"
                  else message(kind, 3 * tick + n) for n, kind in enumerate(KINDS)]
             )  # fmt: skip
-            assert store(job.pk, job.run, batch) == (3, 0)
+            recorded = record(job.pk, job.run, batch)
+            assert (recorded.accepted, recorded.duplicates) == (3, 0)
             if tick % 360 == 0:
                 most = max(most, Signal.objects.count())
             clock.shift(timedelta(seconds=10))
@@ -275,3 +277,19 @@ def test_a_day_long_run_posting_every_10_seconds_keeps_a_bounded_table(
     assert steps[0] == 0 and steps[-1] == ticks - 1
     # no hole: the widest gap is two aligned slices (of at most 2 * span / (200 / 2 - 1))
     assert max(b - a for a, b in pairwise(steps)) <= 4 * ticks / 99
+
+
+def test_a_job_run_is_compacted_once_a_minute_whichever_web_process_answers(
+    job: Job, settings: Any
+) -> None:
+    """The minute is kept in the Job's report row, not in a process's memory: a message folded
+    within it compacts nothing, even where the cache is empty (another web process); the first
+    one after it compacts every older heartbeat of the pod."""
+    settings.TRAINYARD_SIGNAL_KEEP_SECONDS = 1
+    t0 = datetime(2026, 12, 1, tzinfo=UTC)
+    for seconds, seq, rows in ((0, 1, 1), (30, 2, 2), (59, 3, 3), (61, 4, 1)):
+        cache.clear()
+        with time_machine.travel(t0 + timedelta(seconds=seconds), tick=False):
+            record(job.pk, job.run, BATCH.validate_python([message("heartbeat", seq)]))
+        assert Signal.objects.filter(job=job).count() == rows, seconds
+    assert job.workload.compacted_at == t0 + timedelta(seconds=61)
