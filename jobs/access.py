@@ -89,9 +89,39 @@ def operator_names() -> list[str]:
     return list(names[:OPERATORS_NAMED])
 
 
+def _roles(user: AbstractBaseUser) -> dict[int, str]:
+    """{project id: role} of the user's memberships, read once per user object (a request's:
+    the checks of a page or poll then ask no more), as `is_operator` is."""
+    known: dict[int, str] | None = getattr(user, "_trainyard_roles", None)
+    if known is None:
+        memberships = Membership.objects.filter(user_id=user.pk)
+        known = dict(memberships.values_list("project_id", "role"))
+        user._trainyard_roles = known  # type: ignore[attr-defined]
+    return known
+
+
+def project_ids(user: User, *, write: bool = False) -> list[int]:
+    """The ids of the projects where `user` is a viewer or a member, or with write=True a
+    member (operators' other projects are not among them)."""
+    if not isinstance(user, AbstractBaseUser) or not user.is_authenticated:
+        return []
+    return [pk for pk, role in _roles(user).items() if not write or role == Membership.Role.MEMBER]
+
+
+def reads_project(user: User, project_id: int) -> bool:
+    """Whether `user` may read the project's Jobs (operators: every project)."""
+    return is_operator(user) or project_id in project_ids(user)
+
+
+def operates_in(user: User, project_id: int) -> bool:
+    """Whether `user` may operate the project's Jobs: the member role, for operators too."""
+    return project_id in project_ids(user, write=True)
+
+
 def projects_for(user: User, *, write: bool = False) -> QuerySet[Project]:
     """The projects `user` may see (operators: every one), or, with write=True, operate in:
-    those where they hold the member role, operators included."""
+    those where they hold the member role, operators included. Read from the memberships as
+    they are now (a create checks its project again here, after its form was validated)."""
     if not user.is_authenticated:
         return Project.objects.none()
     if is_operator(user) and not write:
@@ -145,20 +175,23 @@ def cannot_create(user: User) -> str:
 
 def jobs_for(user: User) -> QuerySet[Job]:
     """Visible Jobs; a Job whose deletion was requested is already gone for its users."""
-    return Job.objects.filter(project__in=projects_for(user), delete_requested_at__isnull=True)
+    jobs = Job.objects.filter(delete_requested_at__isnull=True)
+    return jobs if is_operator(user) else jobs.filter(project_id__in=project_ids(user))
 
 
 def workflows_for(user: User) -> QuerySet[Workflow]:
-    return Workflow.objects.filter(project__in=projects_for(user))
+    workflows = Workflow.objects.all()
+    return workflows if is_operator(user) else workflows.filter(project_id__in=project_ids(user))
 
 
 def get_job_for_user(user: User, pk: int, *, write: bool = False) -> Job:
     """The Job, or 404 for anyone outside its project (no hint that it exists); 403 for a
     reader who may not operate on it (a viewer, an operator who is not a member)."""
-    job = jobs_for(user).select_related("cluster", "project", "owner").filter(pk=pk).first()
-    if job is None:
-        raise Http404("No such job.")
-    if write and not projects_for(user, write=True).filter(pk=job.project_id).exists():
+    try:
+        job = jobs_for(user).select_related("cluster", "project", "owner").get(pk=pk)
+    except Job.DoesNotExist:
+        raise Http404("No such job.") from None
+    if write and not operates_in(user, job.project_id):
         raise PermissionDenied(cannot_operate(user, job.project))
     return job
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest
 
-from jobs.access import User, is_operator, projects_for
+from jobs.access import User, is_operator, project_ids
 from jobs.messages import carries_diagnostics
 
 MEMBERS = "members"  # the value of TRAINYARD_DIAGNOSTICS that opens them to project members
@@ -55,7 +55,7 @@ def diagnostics_for(user: User) -> Diagnostics:
         return Diagnostics(everywhere=True)
     if settings.TRAINYARD_DIAGNOSTICS != MEMBERS:
         return Diagnostics()
-    member_of = projects_for(user, write=True).values_list("pk", flat=True)
+    member_of = project_ids(user, write=True)
     return Diagnostics(projects=frozenset(member_of))
 
 

@@ -24,7 +24,7 @@ from django.utils.translation import gettext
 
 from console import audit, tasks
 from console.models import Cluster, Project
-from jobs.access import projects_for
+from jobs.access import operates_in
 from jobs.choices import Action, JobPhase, TaskPhase
 from jobs.messages import Message, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
@@ -172,7 +172,7 @@ def note_failure_seen(user: User, job: Job) -> bool:
     not count, as a viewer cannot act on what they saw. True when this call recorded it."""
     if job.phase != JobPhase.FAILED or job.failure_seen_at is not None:
         return False
-    if not projects_for(user, write=True).filter(pk=job.project_id).exists():
+    if not operates_in(user, job.project_id):
         return False
     unseen = Job.objects.filter(pk=job.pk, phase=JobPhase.FAILED, failure_seen_at__isnull=True)
     return bool(unseen.update(failure_seen_at=timezone.now(), failure_seen_by=owner(user)))

@@ -20,7 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.utils.translation import gettext as _
 
 from console.engine.logs import CONTAINERS, LogTail, LogUnavailable, PodEvent, pod_events, pod_log
-from jobs.access import User, is_operator, projects_for
+from jobs.access import User, is_operator, operates_in
 from jobs.diagnostics import shows_diagnostics
 from jobs.messages import encode, render_text
 from jobs.models import Job
@@ -47,7 +47,7 @@ class LogRequest:
 
 
 def reads_logs(user: User, job: Job) -> bool:
-    return is_operator(user) or projects_for(user, write=True).filter(pk=job.project_id).exists()
+    return is_operator(user) or operates_in(user, job.project_id)
 
 
 def check_reader(user: User, job: Job) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from django.utils.translation import gettext
 
 from console.models import Cluster, Node, Project
-from jobs.access import User, projects_for
+from jobs.access import User, projects_for, reads_project
 from jobs.choices import TaskKind
 from jobs.models import Job, Workflow
 
@@ -133,7 +133,7 @@ def _check_name_free(
     if existing is None:
         return
     where = f"{cluster.name}/{namespace}"
-    if not projects_for(user).filter(pk=existing.project_id).exists():
+    if not reads_project(user, existing.project_id):
         message = gettext("The name %(name)s is not available in %(where)s: choose another.")
         _add(errors, path, message % {"name": repr(name), "where": where})
         return

@@ -57,9 +57,10 @@ def task_workers(request: HtmxHttpRequest, pk: int, task_pk: int) -> HttpRespons
     and the instance history (UID, node, IP, first/last seen, exit code) the spec says operators
     otherwise rebuild by hand. 204 when unchanged."""
     job = get_job_for_user(request.user, pk)
-    task = job.tasks.filter(pk=task_pk).first()
-    if task is None:
-        raise Http404("No such task.")
+    try:
+        task = job.tasks.get(pk=task_pk)
+    except Task.DoesNotExist:
+        raise Http404("No such task.") from None
     context = _workers_context(request, job, task)
     template = "workers/list.html#workers" if request.htmx else "workers/list.html"
     return not_modified(request, context["version"]) or render(request, template, context)
@@ -69,12 +70,14 @@ def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str
     now = timezone.now()
     diagnostics = shows_diagnostics(request.user, job)
     only = "problems" if request.GET.get("only") == "problems" else ""
-    page = Paginator(_workers(task, only), WORKERS_PAGE).get_page(request.GET.get("page"))
+    summary = _summary(task)
+    paginator = Paginator(_workers(task, only), WORKERS_PAGE)
+    paginator.count = summary.problems if only else summary.total  # counted: no COUNT query
+    page = paginator.get_page(request.GET.get("page"))
     rows = _worker_rows(job, task, list(page.object_list))
     instances = (
         _instances(task, job.cluster, [row.worker.pod_name for row in rows]) if diagnostics else []
     )
-    summary = _summary(task)
     terminal = job.phase in JOB_TERMINAL or task.phase in TASK_TERMINAL
     # "Last reported at" moves with every sync: in the version through the age step only, as on
     # the job page (jobs.views.jobs.detail.status_facts) and the Jobs list.

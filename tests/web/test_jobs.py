@@ -454,6 +454,26 @@ def test_it_answers_an_unchanged_status_poll_before_building_the_page(
     assert status == 200 and '"console_node"' in sql
 
 
+def test_an_unchanged_poll_reads_the_reader_and_the_job_once(
+    client: Client, job: Job, alice: User
+) -> None:
+    """A 204 asks only what its version needs: the session, the reader, their operator role,
+    their memberships once for every check, then the Job's own facts; the worker rows' page is
+    counted by their summary, not counted again."""
+    client.force_login(alice)
+    task = job.tasks.get()
+    status_url = f"/jobs/{job.pk}/?part=status"
+    workers_url = f"/jobs/{job.pk}/tasks/{task.pk}/workers/"
+    for url, sep, most in ((status_url, "&", 8), (workers_url, "?", 9)):
+        version = version_in(body(client.get(url, headers=HTMX)))
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(f"{url}{sep}v={version}", headers=HTMX).status_code == 204
+        sql = [query["sql"] for query in captured]
+        assert len(sql) <= most, sql
+        assert sum('FROM "console_membership"' in q for q in sql) == 1
+        assert not any(q.startswith("SELECT COUNT(*)") for q in sql)
+
+
 def test_it_does_not_refresh_the_status_part_or_worker_rows_for_a_sync_alone(
     client: Client, job: Job, alice: User, reachable: Cluster,
     frozen_clock: time_machine.Traveller,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from console.models import Cluster
-from jobs.access import User, projects_for
+from jobs.access import User, operates_in
 from jobs.models import Job, Task
 from jobs.status import freshness as status
 
@@ -34,7 +34,7 @@ def cluster_state(cluster: Cluster, now: datetime) -> ClusterState:
 
 def can_operate(user: User, job: Job) -> bool:
     """Members operate on their project's Jobs; viewers only look (jobs.access decides)."""
-    return projects_for(user, write=True).filter(pk=job.project_id).exists()
+    return operates_in(user, job.project_id)
 
 
 @dataclass(frozen=True)
