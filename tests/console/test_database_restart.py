@@ -6,7 +6,8 @@ with the database gives its lease back as soon as the database answers."""
 
 from __future__ import annotations
 
-import threading
+import time
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -60,14 +61,13 @@ def test_a_page_and_the_api_answer_503_while_the_database_does_not_answer(alice:
 def test_a_cycle_that_failed_with_the_database_gives_its_lease_back_once_it_answers(
     cluster: Cluster,
 ) -> None:
-    finish, attempts, slept = cycle.finish, [], []
-    this_thread = threading.get_ident()
-
-    def sleep(seconds: float) -> None:
-        """time.sleep is the module's: only this thread's sleeps are the cycle's (a thread left
-        running by an earlier test sleeps through the same patched function)."""
-        if threading.get_ident() == this_thread:
-            slept.append(seconds)
+    finish, attempts = cycle.finish, []
+    slept: list[float] = []
+    # The cycle's own view of the time module: patching time.sleep itself would make every
+    # other thread of the process (a client's, a simulated cluster's) sleep for no time.
+    clock = SimpleNamespace(
+        monotonic=time.monotonic, process_time=time.process_time, sleep=slept.append
+    )
 
     def finish_once_the_database_answers(cluster_id: int, lease: Any, **fields: Any) -> None:
         attempts.append(lease)
@@ -78,7 +78,7 @@ def test_a_cycle_that_failed_with_the_database_gives_its_lease_back_once_it_answ
     with (
         mock.patch.object(cycle, "_cycle", side_effect=OperationalError("server closed")),
         mock.patch.object(cycle, "finish", finish_once_the_database_answers),
-        mock.patch.object(cycle.time, "sleep", sleep),
+        mock.patch.object(cycle, "time", clock),
         pytest.raises(OperationalError, match="server closed"),
     ):
         cycle.sync_cluster(cluster.pk)
