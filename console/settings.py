@@ -229,6 +229,7 @@ SECURE_CSP = {
 TRAINYARD_SESSION_IDLE_TIMEOUT = env_int("TRAINYARD_SESSION_IDLE_TIMEOUT", 8 * 3600, minimum=60)
 TRAINYARD_SESSION_MAX_AGE = env_int("TRAINYARD_SESSION_MAX_AGE", 7 * 86400, minimum=60)
 SESSION_COOKIE_AGE = TRAINYARD_SESSION_MAX_AGE
+SESSION_ENGINE = "console.session_store"
 
 # Failed logins allowed per account, and per client address (logins and API tokens), within
 # the window (seconds), before attempts are refused (console/ratelimit.py).

@@ -11,6 +11,8 @@ for operators too.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import (
     AbstractBaseUser,
@@ -25,6 +27,7 @@ from django.http import Http404
 from django.utils.translation import gettext as _
 
 from console.models import Cluster, Membership, Project
+from console.statements import Statement
 from jobs.models import Job, Workflow
 
 User = AbstractBaseUser | AnonymousUser
@@ -54,10 +57,16 @@ def _holds_operate_platform(user: PermissionsMixin) -> bool:
     """The permission held directly or through a group, in one query, asked once per request
     (the user object lives as long as the request). `user.has_perm` would load every permission
     of the user and of their groups, in two queries, on each page and poll."""
+    return _OPERATE_PLATFORM_HELD.first(user.pk) is not None
+
+
+def _operate_platform_held(user_id: int) -> QuerySet[Permission, Any]:
     app_label, codename = OPERATE_PLATFORM.split(".")
-    held = Q(user=user) | Q(group__user=user)
     permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
-    return permission.filter(held).exists()
+    return permission.filter(Q(user=user_id) | Q(group__user=user_id)).values("pk")[:1]
+
+
+_OPERATE_PLATFORM_HELD = Statement(_operate_platform_held, int)
 
 
 def operators_group() -> Group:
@@ -94,10 +103,15 @@ def _roles(user: AbstractBaseUser) -> dict[int, str]:
     the checks of a page or poll then ask no more), as `is_operator` is."""
     known: dict[int, str] | None = getattr(user, "_trainyard_roles", None)
     if known is None:
-        memberships = Membership.objects.filter(user_id=user.pk)
-        known = dict(memberships.values_list("project_id", "role"))
+        known = dict(_MEMBERSHIPS.rows(user.pk))
         user._trainyard_roles = known  # type: ignore[attr-defined]
     return known
+
+
+_MEMBERSHIPS = Statement(
+    lambda user_id: Membership.objects.filter(user_id=user_id).values_list("project_id", "role"),
+    int,
+)
 
 
 def project_ids(user: User, *, write: bool = False) -> list[int]:
@@ -188,7 +202,8 @@ def get_job_for_user(user: User, pk: int, *, write: bool = False) -> Job:
     """The Job, or 404 for anyone outside its project (no hint that it exists); 403 for a
     reader who may not operate on it (a viewer, an operator who is not a member)."""
     try:
-        job = jobs_for(user).select_related("cluster", "project", "owner").get(pk=pk)
+        related = ("cluster", "project", "owner", "workload")  # the report: the page's panel
+        job = jobs_for(user).select_related(*related).get(pk=pk)
     except Job.DoesNotExist:
         raise Http404("No such job.") from None
     if write and not operates_in(user, job.project_id):

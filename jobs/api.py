@@ -31,6 +31,7 @@ from pydantic import ValidationError as ModelInvalid
 
 from console import audit, errors, metrics, ratelimit
 from console.models import Addon, ApiToken, Cluster, Node
+from console.statements import Statement
 from jobs import pod_logs, rlinf, signals, workload
 from jobs.access import (
     cannot_create,
@@ -539,6 +540,11 @@ def _signal_refused(request: HttpRequest, exc: SignalRefused) -> HttpResponse:
     return response
 
 
+_RUN_AND_CLUSTER = Statement(
+    lambda job_id: Job.objects.filter(pk=job_id).values_list("run", "cluster__name"), int
+)
+
+
 def _signal_run(request: HttpRequest, job_id: int) -> tuple[int, str]:
     """The run a genuine signal token names and the Job's cluster: 401 without a token, 403
     for another Job's or an earlier run's, 404 when the Job is gone."""
@@ -549,7 +555,7 @@ def _signal_run(request: HttpRequest, job_id: int) -> tuple[int, str]:
             401, "signals.token", "Send the Job's TRAINYARD_SIGNAL_TOKEN as Bearer."
         )
     # Only what every request needs (record reads the Job when a completion acts on it).
-    job = Job.objects.filter(pk=job_id).values_list("run", "cluster__name").first()
+    job = _RUN_AND_CLUSTER.first(job_id)
     if owner[0] != job_id:
         raise SignalRefused(403, "signals.other_job", "This token belongs to another Job.")
     if job is None:

@@ -23,6 +23,7 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from console.statements import Statement
 from jobs import signals
 from jobs.choices import Action, JobPhase, SignalSource
 from jobs.messages import Message
@@ -145,15 +146,25 @@ def _rarely_changed(report: WorkloadReport) -> dict[str, Any]:
 def _locked_report(job_id: int, run: int, now: datetime) -> WorkloadReport:
     """The Job's report row, locked until the transaction ends; created on the first message
     (ignoring a concurrent creation, then locking the row that won)."""
-    reports = WorkloadReport.objects.select_for_update()
-    try:
-        return reports.get(job_id=job_id)
-    except WorkloadReport.DoesNotExist:
+    found = _LOCKED_REPORT.first(job_id)
+    if found is None:
         blank = WorkloadReport(
             job_id=job_id, run=run, first_received_at=now, last_received_at=now, compacted_at=now
         )
         WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
-        return reports.get(job_id=job_id)
+        found = _LOCKED_REPORT.first(job_id)
+    return WorkloadReport.from_db("default", _REPORT_FIELDS, found)
+
+
+_REPORT_FIELDS = [field.attname for field in WorkloadReport._meta.concrete_fields]
+_LOCKED_REPORT = Statement(
+    lambda job_id: (
+        WorkloadReport.objects.select_for_update()
+        .filter(job_id=job_id)
+        .values_list(*_REPORT_FIELDS)
+    ),
+    int,
+)
 
 
 def _fold_one(report: WorkloadReport, entry: dict[str, Any], at: datetime) -> str:

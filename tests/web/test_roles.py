@@ -10,12 +10,12 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, Group, User
 from django.test import Client
 from django.utils import timezone
 
 from console.models import ApiToken, Cluster, Membership, Node, Project
-from jobs.access import is_operator
+from jobs.access import is_operator, operators_group
 from jobs.choices import JobPhase
 from jobs.models import Job
 
@@ -160,3 +160,16 @@ def test_nodes_of_clusters_a_user_may_not_see_are_not_listed(
     Node.objects.create(cluster=hidden, name="secret-node", phase="Online", observed_at=now)
     assert "secret-node" not in page(client, alice, "/nodes/")[1]
     assert api(alice, "get", "/nodes")[1] == []
+
+
+def test_it_makes_an_operator_of_a_user_holding_the_permission_directly_or_in_another_group(
+    db: None,
+) -> None:
+    permission = operators_group().permissions.get()
+    direct, grouped, other = (User.objects.create_user(name) for name in ("dina", "gus", "otto"))
+    direct.user_permissions.add(permission)
+    Group.objects.create(name="platform").permissions.add(permission)
+    grouped.groups.add(Group.objects.get(name="platform"))
+    other.groups.add(Group.objects.create(name="readers"))
+    assert is_operator(direct) and is_operator(grouped)
+    assert not is_operator(other)

@@ -1,0 +1,88 @@
+"""ORM queries compiled once per process, then run again with new values.
+
+A page poll or a signal asks the same few questions on every request (whose session, is the
+reader an operator, which projects, which run of a Job), each a lookup the database answers in
+a tenth of a millisecond. Django builds and compiles the query again each time, which costs
+several times that in the web process (docs/benchmarks.md, "Load"). A `Statement` is written as
+an ORM query, so table and column names, joins and each database's dialect stay Django's; it is
+compiled the first time it runs, with stand-in values in place of the real ones, and from then
+on executed with the real values, its rows converted as the ORM converts them.
+
+Values are ints and strings, each passed as itself to the database (a primary key, a session
+key): a value the ORM would transform first (a datetime, a pattern for `contains`) cannot be a
+stand-in, and compiling refuses a query whose stand-ins did not come through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections
+from django.db.models import QuerySet
+
+# Stand-ins no query of ours compares with: near the top of a 32-bit id's range (the ORM makes
+# a lookup by a value beyond its field's range an empty result, not a parameter), and a string
+# no key contains.
+_INT, _STR = 2_147_480_000, "\x1fstand-in"
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    slots: tuple[int | None, ...]  # per parameter: which value goes there, None for a constant
+    constants: tuple[Any, ...]
+    converters: dict[int, tuple[list[Any], Any]]  # per column: the ORM's converters, its field
+
+
+class Statement:
+    """`Statement(lambda job_id: Job.objects.filter(pk=job_id).values_list("run"), int)`:
+    the function builds the query from its values; the types say which stand-ins to build it
+    with. `rows(*values)` runs it."""
+
+    def __init__(self, build: Callable[..., QuerySet[Any]], *types: type[int] | type[str]):
+        self._build, self._types = build, types
+        self._compiled: dict[str, _Compiled] = {}
+
+    def _stand_ins(self) -> list[int | str]:
+        return [_INT + n if kind is int else f"{_STR} {n}" for n, kind in enumerate(self._types)]
+
+    def _compile(self, using: str) -> _Compiled:
+        stand_ins = self._stand_ins()
+        compiler = self._build(*stand_ins).query.get_compiler(using)
+        sql, params = compiler.as_sql()
+        slots = tuple(stand_ins.index(p) if p in stand_ins else None for p in params)
+        if {slot for slot in slots if slot is not None} != set(range(len(stand_ins))):
+            raise ValueError(f"every value must reach the query unchanged: {sql}")
+        fields = [column[0] for column in compiler.select[: compiler.col_count]]
+        return _Compiled(sql, slots, tuple(params), compiler.get_converters(fields))
+
+    def rows(self, *values: int | str, using: str = "default") -> list[Any]:
+        compiled = self._compiled.get(using)
+        if compiled is None:
+            compiled = self._compiled[using] = self._compile(using)
+        params = [
+            values[slot] if slot is not None else constant
+            for slot, constant in zip(compiled.slots, compiled.constants, strict=True)
+        ]
+        connection = connections[using]
+        with connection.cursor() as cursor:
+            cursor.execute(compiled.sql, params)
+            rows = cursor.fetchall()
+        if not compiled.converters:
+            return rows
+        return [_converted(row, compiled.converters, connection) for row in rows]
+
+    def first(self, *values: int | str, using: str = "default") -> Any:
+        rows = self.rows(*values, using=using)
+        return rows[0] if rows else None
+
+
+def _converted(row: Any, converters: dict[int, tuple[list[Any], Any]], connection: Any) -> tuple:
+    """As the ORM's compiler converts a row it read (SQLCompiler.apply_converters)."""
+    values = list(row)
+    for index, (functions, field) in converters.items():
+        for function in functions:
+            values[index] = function(values[index], field, connection)
+    return tuple(values)
