@@ -8,24 +8,29 @@ an ORM query, so table and column names, joins and each database's dialect stay 
 compiled the first time it runs, with stand-in values in place of the real ones, and from then
 on executed with the real values, its rows converted as the ORM converts them.
 
-Values are ints and strings, each passed as itself to the database (a primary key, a session
-key): a value the ORM would transform first (a datetime, a pattern for `contains`) cannot be a
-stand-in, and compiling refuses a query whose stand-ins did not come through unchanged.
+Values are ints, strings and datetimes: ints and strings are passed as themselves (a primary
+key, a session key), datetimes as the database's backend adapts them (as the ORM does for a
+datetime column). A value the ORM would transform in another way (a pattern for `contains`, a
+date in a datetime lookup) cannot be a stand-in: compiling refuses a query whose stand-ins did
+not come through as expected.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
 from django.db.models import QuerySet
 
 # Stand-ins no query of ours compares with: near the top of a 32-bit id's range (the ORM makes
-# a lookup by a value beyond its field's range an empty result, not a parameter), and a string
-# no key contains.
+# a lookup by a value beyond its field's range an empty result, not a parameter), a string no
+# key contains and a moment long before the console existed.
 _INT, _STR = 2_147_480_000, "\x1fstand-in"
+_MOMENT = datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC)
+Value = int | str | datetime
 
 
 @dataclass(frozen=True)
@@ -41,27 +46,29 @@ class Statement:
     the function builds the query from its values; the types say which stand-ins to build it
     with. `rows(*values)` runs it."""
 
-    def __init__(self, build: Callable[..., QuerySet[Any]], *types: type[int] | type[str]):
+    def __init__(self, build: Callable[..., QuerySet[Any]], *types: type[Value]):
         self._build, self._types = build, types
         self._compiled: dict[str, _Compiled] = {}
 
-    def _stand_ins(self) -> list[int | str]:
-        return [_INT + n if kind is int else f"{_STR} {n}" for n, kind in enumerate(self._types)]
+    def _stand_ins(self) -> list[Value]:
+        return [_stand_in(kind, n) for n, kind in enumerate(self._types)]
 
     def _compile(self, using: str) -> _Compiled:
         stand_ins = self._stand_ins()
         compiler = self._build(*stand_ins).query.get_compiler(using)
         sql, params = compiler.as_sql()
-        slots = tuple(stand_ins.index(p) if p in stand_ins else None for p in params)
+        expected = _adapted(stand_ins, using)
+        slots = tuple(expected.index(p) if p in expected else None for p in params)
         if {slot for slot in slots if slot is not None} != set(range(len(stand_ins))):
             raise ValueError(f"every value must reach the query unchanged: {sql}")
         fields = [column[0] for column in compiler.select[: compiler.col_count]]
         return _Compiled(sql, slots, tuple(params), compiler.get_converters(fields))
 
-    def rows(self, *values: int | str, using: str = "default") -> list[Any]:
+    def rows(self, *values: Value, using: str = "default") -> list[Any]:
         compiled = self._compiled.get(using)
         if compiled is None:
             compiled = self._compiled[using] = self._compile(using)
+        values = tuple(_adapted(values, using))
         params = [
             values[slot] if slot is not None else constant
             for slot, constant in zip(compiled.slots, compiled.constants, strict=True)
@@ -74,9 +81,23 @@ class Statement:
             return rows
         return [_converted(row, compiled.converters, connection) for row in rows]
 
-    def first(self, *values: int | str, using: str = "default") -> Any:
+    def first(self, *values: Value, using: str = "default") -> Any:
         rows = self.rows(*values, using=using)
         return rows[0] if rows else None
+
+
+def _stand_in(kind: type[Value], n: int) -> Value:
+    if kind is int:
+        return _INT + n
+    if kind is str:
+        return f"{_STR} {n}"
+    return _MOMENT + timedelta(microseconds=n)
+
+
+def _adapted(values: Sequence[Value], using: str) -> list[Any]:
+    """Datetimes as the ORM passes them for a datetime column (a string on SQLite)."""
+    ops = connections[using].ops
+    return [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in values]
 
 
 def _converted(row: Any, converters: dict[int, tuple[list[Any], Any]], connection: Any) -> tuple:

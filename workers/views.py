@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.models import Cluster, Node
+from console.statements import Statement
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
@@ -116,14 +117,31 @@ def _workers(task: Task, only: str) -> QuerySet[Worker]:
 
 
 def _summary(task: Task) -> Summary:
-    counts = task.workers.aggregate(
-        n_total=Count("pk"),
-        n_present=Count("pk", filter=~_missing(task)),
-        n_ready=Count("pk", filter=Q(ready=True) & ~_missing(task)),
-        n_missing=Count("pk", filter=_missing(task)),
-        n_problems=Count("pk", filter=_problems(task)),
-    )
-    return Summary(**{name.removeprefix("n_"): count for name, count in counts.items()})
+    """Counted in one query, compiled once per process (console.statements): every poll of the
+    worker rows asks it."""
+    if task.observed_at is None:
+        counts = _SUMMARY_UNOBSERVED.first(task.pk)
+    else:
+        counts = _SUMMARY.first(task.pk, task.observed_at)
+    return Summary(*(counts or (0, 0, 0, 0, 0)))
+
+
+def _counts(task_id: int, observed_at: datetime | None) -> QuerySet[Worker, Any]:
+    """Summary's counts of a Task's Workers (no row when it has none)."""
+    task = Task(pk=task_id, observed_at=observed_at)
+    counts = {
+        "n_total": Count("pk"),
+        "n_present": Count("pk", filter=~_missing(task)),
+        "n_ready": Count("pk", filter=Q(ready=True) & ~_missing(task)),
+        "n_missing": Count("pk", filter=_missing(task)),
+        "n_problems": Count("pk", filter=_problems(task)),
+    }
+    grouped = Worker.objects.filter(task_id=task_id).order_by().values("task_id")
+    return grouped.annotate(**counts).values_list(*counts)
+
+
+_SUMMARY = Statement(_counts, int, datetime)
+_SUMMARY_UNOBSERVED = Statement(lambda task_id: _counts(task_id, None), int)
 
 
 def _worker_rows(job: Job, task: Task, workers: list[Worker]) -> list[WorkerRow]:

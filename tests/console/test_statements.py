@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -49,6 +49,28 @@ def test_it_answers_as_the_orm_for_each_value_converting_as_the_orm_does(
         )
     assert report.first(jobs[1].pk) == ({"a": [1]}, now)
     assert by_pk.rows(0) == []
+
+
+def test_it_passes_a_datetime_as_the_orm_does(project: Project, cluster: Cluster) -> None:
+    jobs = [
+        Job.objects.create(project=project, cluster=cluster, name=f"j{n}", namespace="rl",
+                           spec={"tasks": []})
+        for n in range(3)
+    ]  # fmt: skip
+    created = Statement(
+        lambda project_id, moment: (
+            Job.objects.filter(project_id=project_id, created_at__lte=moment)
+            .order_by("pk")
+            .values_list("pk")
+        ),
+        int,
+        datetime,
+    )
+    for job in jobs:
+        assert created.rows(project.pk, job.created_at) == list(
+            Job.objects.filter(created_at__lte=job.created_at).order_by("pk").values_list("pk")
+        )
+    assert created.rows(project.pk, jobs[0].created_at - timedelta(microseconds=1)) == []
 
 
 def test_it_keeps_the_query_s_own_constants(alice: User, project: Project) -> None:
