@@ -6,7 +6,8 @@ pass facts, never a secret: no token, password or kubeconfig, only names and ids
 
 Where a request is at hand its origin is taken from it; code that has only a user (operations
 called from a view or the API) gets the origin of the request being served, which
-`origin_middleware` keeps in a context variable for the length of the request.
+`origin_middleware` keeps in a context variable for the length of the request (read only when
+an event is recorded: most requests record none).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Origin(NamedTuple):
 
 
 _NOWHERE = Origin(None, "")
-_current: ContextVar[Origin] = ContextVar("audit_origin", default=_NOWHERE)
+_current: ContextVar[HttpRequest | None] = ContextVar("audit_request", default=None)
 
 
 def _trusted(address: str) -> bool:
@@ -67,8 +68,9 @@ def _valid(address: str) -> str | None:
 
 
 def origin_of(request: HttpRequest | None) -> Origin:
+    request = request if request is not None else _current.get()
     if request is None:
-        return _current.get()
+        return _NOWHERE
     agent = request.META.get("HTTP_USER_AGENT", "")[:USER_AGENT_MAX]
     return Origin(client_ip(request), agent)
 
@@ -77,7 +79,7 @@ def origin_middleware(
     get_response: Callable[[HttpRequest], HttpResponse],
 ) -> Callable[[HttpRequest], HttpResponse]:
     def middleware(request: HttpRequest) -> HttpResponse:
-        token = _current.set(origin_of(request))
+        token = _current.set(request)
         try:
             return get_response(request)
         finally:

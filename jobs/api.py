@@ -332,7 +332,6 @@ def _jobs(user: AbstractBaseUser) -> QuerySet[Job]:
 
 def _job(user: AbstractBaseUser, job_id: int) -> Job:
     """404 also when a delete lands between the operation and its answer (not a 500)."""
-    get_job_for_user(user, job_id)
     job = _jobs(user).filter(pk=job_id).first()
     if job is None:
         raise Http404("No such job.")
