@@ -16,9 +16,7 @@ from django.conf import settings
 from console.engine.observed import Snapshot
 from console.engine.rows import (
     ADDON_FACTS,
-    INSTANCE_FACTS,
     NODE_FACTS,
-    WORKER_FACTS,
     AddonRow,
     JobRow,
     NodeRow,
@@ -26,7 +24,16 @@ from console.engine.rows import (
     TaskRow,
     load_blocked,
 )
-from console.engine.write import BATCH, Changes, JobChange
+from console.engine.write import (
+    BATCH,
+    Changes,
+    GoneInstance,
+    InstanceWrite,
+    JobChange,
+    TaskWrite,
+    VanishedWorker,
+    WorkerWrite,
+)
 from console.kube.observations import AddonObs, NodeObs, PodObs, WorkloadObs
 from console.models import Addon, Node
 from jobs.choices import (
@@ -38,12 +45,12 @@ from jobs.choices import (
     TaskKind,
 )
 from jobs.messages import Message, encode, waiting_for_upstream
-from jobs.models import Job, Task, Workflow
+from jobs.models import Job, Workflow
 from jobs.status.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.status.observed import TaskView, addon_view, task_view
 from jobs.status.problems import node_message, pod_reason
 from jobs.workload import counted_children
-from workers.models import PodInstance, Worker
+from workers.models import PodInstance
 
 
 @dataclass
@@ -98,13 +105,17 @@ def _view(job: JobRow, task: TaskRow, index: Index, pods: list[PodObs]) -> TaskV
     return view
 
 
-def _worker_facts(pod: PodObs, index: Index, last_phase: str | None) -> tuple[Any, ...]:
+def _worker(
+    pk: int | None, task: TaskRow, pod: PodObs, index: Index, last_phase: str | None,
+    now: datetime,
+) -> WorkerWrite:  # fmt: skip
     """Phase Unknown keeps the pod's last known phase (docs/decisions.md)."""
     reason, message = pod_reason(pod, index.nodes)
     phase = pod.phase or last_phase or PodPhase.PENDING
-    return (
-        pod.uid, pod.node_name, pod.pod_ip, str(phase), pod.ready, reason, message,
-        pod.restart_count,
+    return WorkerWrite(
+        pk=pk, task_id=task.pk, pod_name=pod.name, pod_uid=pod.uid, node_name=pod.node_name,
+        ip=pod.pod_ip, phase=str(phase), ready=pod.ready, reason=reason, message=message,
+        restart_count=pod.restart_count, last_reported_at=now,
     )  # fmt: skip
 
 
@@ -129,16 +140,13 @@ def _derive_workers(
         if not state.scope.holds_pod(pod.uid):
             continue
         row = stored.get(pod.name)
-        values = _worker_facts(pod, index, row.phase if row is not None else None)
-        if row is not None and row.present and row.facts() == values:
-            continue
-        worker = Worker(task_id=task.pk, pod_name=pod.name, last_reported_at=now)
-        worker.__dict__.update(zip(WORKER_FACTS, values, strict=True))
-        if row is not None:
-            worker.pk = row.pk
-            changes.workers.append(worker)
+        if row is None:
+            changes.new_workers.append(_worker(None, task, pod, index, None, now))
         else:
-            changes.new_workers.append(worker)
+            worker = _worker(row.pk, task, pod, index, row.phase, now)
+            if row.present and row.facts() == worker.facts():
+                continue
+            changes.workers.append(worker)
         written = True
     if not (written or vanished or task_changed):
         return False
@@ -147,9 +155,7 @@ def _derive_workers(
     last_sync = state.cluster.last_synced_at
     for row in vanished:
         if last_sync is not None:  # a present row was written by a sync up to that one
-            changes.vanished_workers.append(
-                Worker(pk=row.pk, task_id=task.pk, last_reported_at=last_sync)
-            )
+            changes.vanished_workers.append(VanishedWorker(row.pk, task.pk, last_sync))
     return True
 
 
@@ -167,9 +173,8 @@ def _derive_job(job: JobRow, index: Index, state: State, changes: Changes, now: 
         task_changed = _task_changed(task, view)
         if _derive_workers(task, pods, index, changes, state, task_changed, now):
             changes.tasks.append(
-                Task(pk=task.pk, phase=view.phase, ready_replicas=view.ready_replicas,
-                     message=view.message, workload_replicas=view.workload_replicas,
-                     observed_at=now)
+                TaskWrite(task.pk, view.phase, view.ready_replicas, view.message,
+                          view.workload_replicas, observed_at=now)
             )  # fmt: skip
             changes.touched_jobs.add(job.pk)
             task.phase, task.ready_replicas, task.message, task.workload_replicas = (
@@ -223,11 +228,14 @@ def derive_jobs(state: State, index: Index, changes: Changes, now: datetime) -> 
 # --- pod instances, nodes, add-ons, workflows ------------------------------------------------
 
 
-def _instance_facts(pod: PodObs, last_phase: str | None) -> tuple[Any, ...]:
+def _instance(
+    pk: int | None, task_id: int, pod: PodObs, last_phase: str | None, now: datetime
+) -> InstanceWrite:
     phase = pod.phase or last_phase or PodPhase.PENDING
-    return (
-        pod.owner.task_id, pod.name, pod.node_name, pod.pod_ip, str(phase), pod.restart_count,
-        pod.exit_code, pod.termination_reason,
+    return InstanceWrite(
+        pk=pk, uid=pod.uid, task_id=task_id, pod_name=pod.name, node_name=pod.node_name,
+        ip=pod.pod_ip, phase=str(phase), restart_count=pod.restart_count,
+        last_exit_code=pod.exit_code, termination_reason=pod.termination_reason, last_seen_at=now,
     )  # fmt: skip
 
 
@@ -236,47 +244,42 @@ def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now
     touched pods' only (state.scope): an untouched pod did not change."""
     tasks = {t.pk: j.pk for j in state.jobs if j.delete_requested_at is None for t in j.tasks}
     listed: set[str] = set()
-    new: dict[str, tuple[Any, ...]] = {}
+    new: dict[str, InstanceWrite] = {}
     for pod in pods:
-        if pod.owner.task_id not in tasks or not pod.uid:
+        task_id = pod.owner.task_id
+        if task_id not in tasks or task_id is None or not pod.uid:
             continue
         listed.add(pod.uid)
         if not state.scope.holds_pod(pod.uid):
             continue
         row = state.instances.get(pod.uid)
-        facts = _instance_facts(pod, row.phase if row else None)
         if row is None:
-            new[pod.uid] = (*facts, pod.created_at)
-        elif row.facts() != facts:
-            instance = PodInstance(pk=row.pk, last_seen_at=now)
-            instance.__dict__.update(zip(INSTANCE_FACTS, facts, strict=True))
+            first = _instance(None, task_id, pod, None, now)
+            new[pod.uid] = first._replace(created_at=pod.created_at, first_seen_at=now)
+            changes.touched_jobs.add(tasks[task_id])
+            continue
+        instance = _instance(row.pk, task_id, pod, row.phase, now)
+        if row.facts() != instance.facts():
             changes.instances.append(instance)
-            changes.touched_jobs.add(tasks[pod.owner.task_id])
-    for values in new.values():
-        changes.touched_jobs.add(tasks[values[0]])
-    _add_instances(new, changes, now)
+            changes.touched_jobs.add(tasks[task_id])
+    _add_instances(new, changes)
     last_sync = state.cluster.last_synced_at
     for uid, row in state.instances.items():
         if uid not in listed:  # listed until the last successful sync, written up to it
-            seen = PodInstance(
-                pk=row.pk, task_id=row.task_id, gone_at=now, last_seen_at=last_sync or now
-            )
-            changes.gone_instances.append(seen)
+            gone = GoneInstance(row.pk, row.task_id, gone_at=now, last_seen_at=last_sync or now)
+            changes.gone_instances.append(gone)
 
 
-def _add_instances(new: dict[str, tuple[Any, ...]], changes: Changes, now: datetime) -> None:
+def _add_instances(new: dict[str, InstanceWrite], changes: Changes) -> None:
     """New UIDs; one that was marked gone and is listed again is brought back (same row)."""
     back: dict[str, int] = {}
     uids = list(new)
     for start in range(0, len(uids), BATCH):
         chunk = uids[start : start + BATCH]
         back.update(PodInstance.objects.filter(uid__in=chunk).values_list("uid", "pk"))
-    for uid, values in new.items():
-        instance = PodInstance(uid=uid, created_at=values[8], first_seen_at=now, last_seen_at=now)
-        instance.__dict__.update(zip(INSTANCE_FACTS, values[:8], strict=True))
+    for uid, instance in new.items():
         if uid in back:
-            instance.pk, instance.gone_at = back[uid], None
-            changes.instances.append(instance)
+            changes.instances.append(instance._replace(pk=back[uid]))
         else:
             changes.new_instances.append(instance)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from console.engine.stored import freeze
@@ -40,7 +40,8 @@ class Stored(NamedTuple):
 @dataclass(frozen=True)
 class Change:
     """One object's new state; `data` is its observation as JSON (console.engine.stored), None
-    once deleted."""
+    once deleted. `observation` is what `data` was frozen from: the cycle that read the object
+    uses it as it is instead of parsing `data` back."""
 
     stream: str
     uid: str
@@ -49,6 +50,7 @@ class Change:
     node_name: str
     data: str | None
     gpus: int = 0
+    observation: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
     if deleted:
         return Change(stream.name, uid, version, job_id, str(node or ""), None)
     gpus = held_gpus(parsed) if stream.name in POD_STREAMS else 0
-    return Change(stream.name, uid, version, job_id, str(node or ""), freeze(parsed), gpus)
+    data = freeze(parsed)
+    return Change(stream.name, uid, version, job_id, str(node or ""), data, gpus, parsed)
 
 
 # --- watch -----------------------------------------------------------------------------------

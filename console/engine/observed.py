@@ -188,22 +188,29 @@ def load(
     selection = _selection(touched, changes, noted)
     rows = ObservedObject.objects.filter(selection, cluster_id=cluster_id)
     rows = rows.filter(stream__in=only) if only else rows
-    objects: dict[tuple[str, str], str | None] = {
+    objects: dict[tuple[str, str], str | Change] = {
         (stream, uid): data
         for stream, uid, data in rows.values_list("stream", "uid", "data").iterator(2000)
     }
     for change in changes:
         if touched.holds(change) and (not only or change.stream in only):
-            objects[(change.stream, change.uid)] = change.data
+            objects[(change.stream, change.uid)] = change
     return _parsed(objects)
 
 
-def _parsed(objects: dict[tuple[str, str], str | None]) -> Snapshot:
+def _parsed(objects: dict[tuple[str, str], str | Change]) -> Snapshot:
+    """Stored objects parsed from their JSON; changed ones as this cycle read them (None once
+    deleted)."""
     lists: dict[str, list[Any]] = defaultdict(list)
     try:
-        for (stream, _uid), data in objects.items():
-            if data is not None:
-                lists[stream].append(thaw(BY_NAME[stream].observation, data))
+        for (stream, _uid), value in objects.items():
+            if isinstance(value, str):
+                lists[stream].append(thaw(BY_NAME[stream].observation, value))
+            elif value.data is not None:
+                observation = value.observation
+                if observation is None:
+                    observation = thaw(BY_NAME[stream].observation, value.data)
+                lists[stream].append(observation)
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
         raise ClusterUnreachable(
             "a stored object has an unexpected shape", "unexpected_shape"

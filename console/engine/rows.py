@@ -215,7 +215,8 @@ def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) 
     with their Tasks, and the Workers and open instances of the touched pods only (`pods`: the
     snapshot's, to name them; the instances name the Workers of deleted pods)."""
     jobs = of_jobs(cluster.pk, touched)
-    by_task = Q(task__job__in=Job.objects.filter(jobs))
+    loaded = job_rows(jobs)
+    by_task = _of_tasks(jobs, loaded)
     open_instances = PodInstance.objects.filter(by_task, gone_at__isnull=True)
     if not touched.everything:
         open_instances = open_instances.filter(_among("uid", touched.pods))
@@ -227,14 +228,27 @@ def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) 
     names |= {row.pod_name for row in instances}
     return State(
         cluster=cluster,
-        jobs=job_rows(jobs),
+        jobs=loaded,
         workers=_workers(by_task, touched, names),
         instances={row.uid: row for row in instances},
         nodes=_nodes(cluster.pk, touched),
         addons=_addons(cluster.pk, touched),
-        operations=pending_operations(Q(job__in=Job.objects.filter(jobs))),
+        operations=pending_operations(_of_jobs(jobs, loaded)),
         scope=touched,
     )
+
+
+def _of_tasks(jobs: Q, loaded: Sequence[JobRow]) -> Q:
+    """The rows of the loaded Jobs' Tasks (a Q on a row with a `task`): by Task id, and by the
+    Jobs' filter when the ids do not fit one statement."""
+    tasks = {task.pk for job in loaded for task in job.tasks}
+    return _among("task_id", tasks, Q(task__job__in=Job.objects.filter(jobs)))
+
+
+def _of_jobs(jobs: Q, loaded: Sequence[JobRow]) -> Q:
+    """The rows of the loaded Jobs (a Q on a row with a `job`), as `_of_tasks`."""
+    pks = {job.pk for job in loaded}
+    return _among("job_id", pks, Q(job__in=Job.objects.filter(jobs)))
 
 
 def _workers(by_task: Q, touched: Touched, names: set[str]) -> dict[int, dict[str, WorkerRow]]:
@@ -262,10 +276,13 @@ def pods_of_note(touched: Touched) -> Q:
     return Q(uid__in=workers.values("pod_uid"))
 
 
-def _among(name: str, values: set[str]) -> Q:
-    """`name` among `values`, in SQL while they fit one statement; beyond, every row of the
-    touched Jobs is read (a relist after a long outage) and the caller keeps those it needs."""
-    return Q(**{f"{name}__in": values}) if len(values) <= BATCH else Q()
+def _among[V: (str, int)](name: str, values: set[V], beyond: Q | None = None) -> Q:
+    """`name` among `values`, in SQL while they fit one statement; beyond, `beyond` or else
+    every row of the touched Jobs is read (a relist after a long outage) and the caller keeps
+    those it needs."""
+    if len(values) <= BATCH:
+        return Q(**{f"{name}__in": values})
+    return beyond if beyond is not None else Q()
 
 
 def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
