@@ -9,6 +9,7 @@ class ConsoleConfig(AppConfig):
         from console import (
             audit,
             health,  # noqa: F401 (registers its deploy check)
+            lookups,  # noqa: F401 (registers `any_of`)
             sessions,
             tokens,
         )

@@ -276,7 +276,7 @@ def _add_instances(new: dict[str, InstanceWrite], changes: Changes) -> None:
     uids = list(new)
     for start in range(0, len(uids), BATCH):
         chunk = uids[start : start + BATCH]
-        back.update(PodInstance.objects.filter(uid__in=chunk).values_list("uid", "pk"))
+        back.update(PodInstance.objects.filter(uid__any_of=chunk).values_list("uid", "pk"))
     for uid, instance in new.items():
         if uid in back:
             changes.instances.append(instance._replace(pk=back[uid]))

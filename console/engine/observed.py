@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections, router
 from django.db.models import Q
 
+from console.engine.bulk import upsert
 from console.engine.observe import Change, Stored
 from console.engine.stored import thaw
 from console.engine.streams import ADDON_STREAMS, BY_NAME, JOB_STREAMS, POD_STREAMS
@@ -112,7 +112,9 @@ def touched(cluster_id: int, changes: Sequence[Change], always: Iterable[int]) -
     if changed_nodes:
         result.nodes |= changed_nodes
         rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream="pods")
-        for job_id, uid in rows.filter(node_name__in=changed_nodes).values_list("job_id", "uid"):
+        for job_id, uid in rows.filter(node_name__any_of=changed_nodes).values_list(
+            "job_id", "uid"
+        ):
             result.jobs |= {job_id} if job_id is not None else set()
             result.pods.add(uid)
     return result
@@ -121,10 +123,10 @@ def touched(cluster_id: int, changes: Sequence[Change], always: Iterable[int]) -
 def _selection(touched: Touched, changes: Sequence[Change], noted: Q | None) -> Q:
     if touched.everything:
         return Q()
-    of_jobs = Q(job_id__in=touched.jobs)
+    of_jobs = Q(job_id__any_of=touched.jobs)
     selected = Q(stream__in=[name for name in JOB_STREAMS if name != "pods"]) & of_jobs
     selected |= Q(stream="pods") & of_jobs & _pods(touched, changes, noted)
-    selected |= Q(stream="nodes", node_name__in=touched.nodes)
+    selected |= Q(stream="nodes", node_name__any_of=touched.nodes)
     return selected | Q(stream__in=ADDON_STREAMS) if touched.addons else selected
 
 
@@ -135,7 +137,7 @@ def _pods(touched: Touched, changes: Sequence[Change], noted: Q | None) -> Q:
     unchanged = touched.pods - {change.uid for change in changes}
     if noted is None or len(unchanged) > BATCH:
         return Q()
-    return noted | Q(uid__in=unchanged)
+    return noted | Q(uid__any_of=unchanged)
 
 
 def gpus_by_node(
@@ -170,8 +172,8 @@ def _held(
     rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream__in=POD_STREAMS, gpus__gt=0)
     if not touched.everything:
         uids = [uid for _stream, uid in changed]
-        summed = Q(node_name__in=touched.nodes - moved)
-        rows = rows.filter(summed | Q(node_name__in=moved, uid__in=uids))
+        summed = Q(node_name__any_of=touched.nodes - moved)
+        rows = rows.filter(summed | Q(node_name__any_of=moved, uid__any_of=uids))
     return list(rows.values_list("stream", "uid", "node_name", "gpus"))
 
 
@@ -234,29 +236,12 @@ def save(cluster_id: int, changes: Sequence[Change]) -> int:
         for start in range(0, len(uids), BATCH):
             chunk = uids[start : start + BATCH]
             ObservedObject.objects.filter(
-                cluster_id=cluster_id, stream=stream, uid__in=chunk
+                cluster_id=cluster_id, stream=stream, uid__any_of=chunk
             ).delete()
-    _upsert(cluster_id, [change for change in final.values() if change.data is not None])
-    return len(final)
-
-
-def _upsert(cluster_id: int, changes: Sequence[Change]) -> None:
-    """Inserts each object or replaces what is stored of it: one prepared statement sent with
-    executemany (building a model instance per object costs more than the whole write)."""
-    if not changes:
-        return
-    connection = connections[router.db_for_write(ObservedObject)]
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(name) for name in (*KEY, *STORED))
-    replaced = ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in STORED)
-    sql = (
-        f"INSERT INTO {quote(ObservedObject._meta.db_table)} ({columns}) "
-        f"VALUES ({', '.join(['%s'] * (len(KEY) + len(STORED)))}) "
-        f"ON CONFLICT ({', '.join(quote(name) for name in KEY)}) DO UPDATE SET {replaced}"
-    )
     rows = [
         (cluster_id, c.stream, c.uid, c.version, c.job_id, c.node_name, c.gpus, c.data)
-        for c in changes
+        for c in final.values()
+        if c.data is not None
     ]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+    upsert(ObservedObject, KEY, STORED, rows)  # one statement (building instances costs more)
+    return len(final)

@@ -207,7 +207,7 @@ def job_rows(jobs: Q) -> list[JobRow]:
 
 def of_jobs(cluster_id: int, touched: Touched) -> Q:
     everything = Q(cluster_id=cluster_id)
-    return everything if touched.everything else everything & Q(pk__in=touched.jobs)
+    return everything if touched.everything else everything & Q(pk__any_of=touched.jobs)
 
 
 def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) -> State:
@@ -272,7 +272,7 @@ def pods_of_note(touched: Touched) -> Q:
     changed nor say anything in their Task's view."""
     noted = Q(reason__gt="") | Q(phase=PodPhase.FAILED) | Q(restart_count__gt=0)
     noted |= Q(task__desired_replicas=0) | Q(task__workload_replicas=0)
-    workers = Worker.objects.filter(noted, task__job_id__in=touched.jobs)
+    workers = Worker.objects.filter(noted, task__job_id__any_of=touched.jobs)
     return Q(uid__in=workers.values("pod_uid"))
 
 
@@ -281,14 +281,14 @@ def _among[V: (str, int)](name: str, values: set[V], beyond: Q | None = None) ->
     every row of the touched Jobs is read (a relist after a long outage) and the caller keeps
     those it needs."""
     if len(values) <= BATCH:
-        return Q(**{f"{name}__in": values})
+        return Q(**{f"{name}__any_of": values})
     return beyond if beyond is not None else Q()
 
 
 def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
     rows = Node.objects.filter(cluster_id=cluster_id)
     if not touched.everything:
-        rows = rows.filter(name__in=touched.nodes)
+        rows = rows.filter(name__any_of=touched.nodes)
     return {row[1]: NodeRow._make(row) for row in rows.values_list(*NodeRow._fields)}
 
 

@@ -7,12 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from django.db import connections, models, router, transaction
-from django.db.models import Field, Model
-from django.db.models.options import Options
+from django.db import transaction
+from django.db.models import Model
 
+from console.engine.bulk import update_rows, update_where
 from console.engine.rows import (
     ADDON_FACTS,
     INSTANCE_FACTS,
@@ -26,13 +26,6 @@ from jobs.models import Job, Task, Workflow
 from workers.models import PodInstance, Worker
 
 BATCH = 500
-# Field types whose database value is the Python value itself: Django's preparation of a str,
-# int or bool for them returns it unchanged. Exact types: a subclass (an encrypted field) may
-# prepare its values, so it is prepared as every other field (datetimes, JSON, keys).
-PLAIN_FIELDS = (
-    models.CharField, models.TextField, models.BooleanField, models.IntegerField,
-    models.PositiveIntegerField, models.BigIntegerField, models.BigAutoField,
-)  # fmt: skip
 
 
 @dataclass
@@ -143,45 +136,6 @@ class Changes:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def update_rows(model: type[Model], fields: Sequence[str], rows: Sequence[Any]) -> int:
-    """Writes `fields` of each row (a model instance or a named row with a `pk`) by primary
-    key: one prepared UPDATE sent with executemany.
-    Django's bulk_update builds a CASE expression per row and field, about 1 ms a row (1.5 s
-    for the 1,000 Workers of 100 touched Jobs); this costs a few µs."""
-    values = [[getattr(row, name) for name in fields] + [row.pk] for row in rows]
-    update_where(model, fields, ["pk"], values)
-    return len(rows)
-
-
-def _field(meta: Options[Any], name: str) -> Field[Any, Any]:
-    return cast("Field[Any, Any]", meta.pk if name == "pk" else meta.get_field(name))
-
-
-def update_where(
-    model: type[Model], fields: Sequence[str], keys: Sequence[str], values: Sequence[list[Any]]
-) -> int:
-    """One prepared `UPDATE ... SET fields WHERE keys` sent with executemany: each item of
-    `values` holds the fields' values, then the keys'. Returns the rows the database changed
-    (a conditional UPDATE whose row moved on changes none)."""
-    if not values:
-        return 0
-    meta, connection = model._meta, connections[router.db_for_write(model)]
-    columns = [_field(meta, name) for name in [*fields, *keys]]
-    quote = connection.ops.quote_name
-    names = [quote(str(column.column)) for column in columns]
-    assignments = ", ".join(f"{name} = %s" for name in names[: len(fields)])
-    where = " AND ".join(f"{name} = %s" for name in names[len(fields) :])
-    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {where}"
-    prepared = [i for i, column in enumerate(columns) if type(column) not in PLAIN_FIELDS]
-    params = [list(row) for row in values]
-    for row in params:
-        for i in prepared:
-            row[i] = columns[i].get_db_prep_save(row[i], connection)
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
-        return max(cursor.rowcount, 0)
-
-
 def _unchanged_jobs(changes: Changes, state: State) -> set[int]:
     """Locks the Jobs about to be written and keeps those no operation changed since they were
     loaded (a concurrent stop, resume or delete wins; the next cycle derives again).
@@ -193,7 +147,7 @@ def _unchanged_jobs(changes: Changes, state: State) -> set[int]:
     if not changes.touched_jobs:
         return set()
     loaded = {job.pk: (job.run, job.stopped, job.delete_requested_at) for job in state.jobs}
-    rows = Job.objects.select_for_update(no_key=True).filter(pk__in=changes.touched_jobs)
+    rows = Job.objects.select_for_update(no_key=True).filter(pk__any_of=changes.touched_jobs)
     return {
         pk
         for pk, run, stopped, deleting in rows.values_list(
@@ -264,7 +218,7 @@ def _report_workers(changes: Changes, task_jobs: dict[int, int], keep: set[int])
     count = 0
     for start in range(0, len(tasks), BATCH):
         chunk = tasks[start : start + BATCH]
-        rows = Worker.objects.filter(IS_PRESENT, task_id__in=chunk)
+        rows = Worker.objects.filter(IS_PRESENT, task_id__any_of=chunk)
         count += rows.update(last_reported_at=changes.reported_at)
     return count
 
