@@ -8,7 +8,8 @@ CPU time measured here (`time.process_time`) is the console's alone. Measured, b
 - floor: fetching the eight LISTs one relist makes, unpaginated, and orjson-parsing them;
 - relist: a cycle that LISTs everything (paginated) and compares it with what is stored;
 - quiet: a watch cycle in which nothing changed (bookmarks only);
-- 100 changed: a watch cycle after 100 pods of 100 different Jobs restarted.
+- 100 changed: a watch cycle after 100 pods of 100 different Jobs restarted (other pods of
+  the same Jobs each time).
 
 Targets: the relist at most 2x the floor's CPU; a quiet cycle and a 100-change cycle at most
 0.1x the floor's CPU, a quiet one's wall time at most the watch timeout plus 0.3 s.
@@ -190,14 +191,20 @@ def _relist(cluster: Cluster) -> Cost:
 
 
 def _changed(sim: Sim, gateway: Gateway, cluster: Cluster, sets: int) -> Cost:
-    """100 pods of 100 different Jobs restart (killed, then restarted by their kubelet)."""
+    """100 pods of 100 different Jobs restart (killed, then restarted by their kubelet): best
+    of N by CPU time as every other figure, each time other pods of the same Jobs."""
     step = max(1, sets // CHANGED)
-    for index in range(0, step * CHANGED, step):
-        sim.control(gateway, f"namespaces/bench/pods/bench-{index:05d}-worker-0/kill", {})
-    sim.control(gateway, "advance", {"seconds": 15})
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = sync_cluster(cluster.pk)
-    return Cost(time.process_time() - cpu, time.perf_counter() - wall, result)
+
+    def restart_and_sync(replica: int) -> Cost:
+        for index in range(0, step * CHANGED, step):
+            pod = f"bench-{index:05d}-worker-{replica}"
+            sim.control(gateway, f"namespaces/bench/pods/{pod}/kill", {})
+        sim.control(gateway, "advance", {"seconds": 15})
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = sync_cluster(cluster.pk)
+        return Cost(time.process_time() - cpu, time.perf_counter() - wall, result)
+
+    return min((restart_and_sync(replica) for replica in range(REPEATS)), key=lambda c: c.cpu)
 
 
 def measure(pods: int) -> Figures:

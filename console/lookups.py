@@ -17,6 +17,7 @@ from collections.abc import Collection
 from typing import Any
 
 import orjson
+from django.core.exceptions import EmptyResultSet
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, ForeignObject, Lookup
 from django.db.models.sql.compiler import SQLCompiler
@@ -39,6 +40,8 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
     def as_sql(  # type: ignore[override]
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper
     ) -> tuple[str, tuple[Any, ...]]:
+        if not self.rhs:  # as `__in`: no row, and no query when nothing else is asked
+            raise EmptyResultSet
         lhs, params = self.process_lhs(compiler, connection)
         if connection.vendor == "postgresql":
             return f"{lhs} = ANY(%s)", (*params, array_literal(self.rhs))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from django.db.models import Q
 
 from console.lookups import array_literal
 from console.models import Cluster, Node, Project
@@ -35,6 +37,13 @@ def test_it_selects_what_in_selects_by_key_and_through_a_relation(
     expected = sorted(Job.objects.filter(pk__in=wanted).values_list("pk", flat=True))
     assert sorted(by_pk) == sorted(by_key) == sorted(through) == expected
     assert not Job.objects.filter(pk__any_of=[]).exists()
+    either = Job.objects.filter(Q(pk__any_of=[]) | Q(name="j1")).values_list("name", flat=True)
+    assert list(either) == ["j1"]
+
+
+def test_an_empty_list_asks_the_database_nothing(django_assert_num_queries: Any) -> None:
+    with django_assert_num_queries(0):
+        assert list(Job.objects.filter(pk__any_of=set())) == []
 
 
 def test_it_sends_one_parameter_whatever_the_length() -> None:
