@@ -46,8 +46,8 @@ def update_where(
     model: type[Model], fields: Sequence[str], keys: Sequence[str], values: Sequence[list[Any]]
 ) -> int:
     """`UPDATE ... SET fields WHERE keys` for each item of `values` (the fields' values, then
-    the keys'). Returns the rows the database changed (a conditional UPDATE whose row moved on
-    changes none)."""
+    the keys', distinct). Returns the rows the database changed (a conditional UPDATE whose row
+    moved on changes none)."""
     if not values:
         return 0
     meta, connection = model._meta, connections[router.db_for_write(model)]
