@@ -277,9 +277,9 @@ def pods_of_note(touched: Touched) -> Q:
 
 
 def _among[V: (str, int)](name: str, values: set[V], beyond: Q | None = None) -> Q:
-    """`name` among `values`, in SQL while they fit one statement; beyond, `beyond` or else
-    every row of the touched Jobs is read (a relist after a long outage) and the caller keeps
-    those it needs."""
+    """`name` among `values` (one `any_of` parameter) up to BATCH values; beyond, `beyond` or
+    else every row of the touched Jobs is read (a relist after a long outage) and the caller
+    keeps those it needs."""
     if len(values) <= BATCH:
         return Q(**{f"{name}__any_of": values})
     return beyond if beyond is not None else Q()
