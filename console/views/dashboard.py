@@ -35,7 +35,7 @@ from jobs.status.attention import (
     workload_reason,
 )
 from jobs.status.freshness import is_stale, job_freshness
-from jobs.workload import workloads_of
+from jobs.workload import workload_states
 
 ATTENTION_LIMIT = 50
 # The live Jobs whose workload spoke in their current run, judged per request (newest first):
@@ -152,8 +152,8 @@ def workload_reasons(user: User, now: datetime) -> dict[int, Reason]:
     )
     newest = spoke.exclude(workload__outcome="succeeded").order_by("-created_at", "-pk")
     reasons = {}
-    for pk, workload in workloads_of(newest[:WORKLOAD_CANDIDATE_LIMIT], now):
-        reason = workload_reason(workload)
+    for pk, state, why in workload_states(newest[:WORKLOAD_CANDIDATE_LIMIT], now):
+        reason = workload_reason(state, why)
         if reason is not None:
             reasons[pk] = reason
     return reasons

@@ -16,11 +16,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from console.web import age_words_in_steps
-from jobs.choices import JobPhase
+from jobs.choices import WORKLOAD_ATTENTION, JobPhase, WorkloadState
 from jobs.messages import Message, encode, render_text
 from jobs.status.freshness import Freshness
 from jobs.status.troubleshoot import Diagnosis, FindingGroup, Problem
-from jobs.status.workload import Workload
 
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
 STUCK_PENDING_AFTER = timedelta(minutes=10)
@@ -46,18 +45,17 @@ class JobFacts:
     cluster_reachable: bool
 
 
-def workload_reason(workload: Workload) -> Reason | None:
+def workload_reason(state: WorkloadState, reason: Message | None) -> Reason | None:
     """A workload that is Stalled, Unresponsive, Degraded or reported its failure (issue 10):
     its state and why, in the job page's Workload panel's words. The seconds it counts go in
     steps of 10, as the dashboard's ages do, so its poll re-renders only when they moved on."""
-    if not workload.needs_attention:
+    if state not in WORKLOAD_ATTENTION:
         return None
-    reason = workload.reason
     seconds = reason.params.get("seconds") if reason else None
     if reason is not None and isinstance(seconds, int):
         reason = Message(reason.code, {**reason.params, "seconds": seconds // 10 * 10})
     why = render_text(encode(reason)) if reason else ""
-    return Reason(_("Workload %(state)s: %(reason)s") % {"state": workload.state, "reason": why})
+    return Reason(_("Workload %(state)s: %(reason)s") % {"state": state, "reason": why})
 
 
 def attention_reasons(

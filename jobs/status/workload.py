@@ -133,20 +133,25 @@ def _source(report: Report, kind: str) -> SignalSource:
     return SignalSource((report.latest.get(kind) or {}).get("source", SignalSource.SIGNAL))
 
 
+def typical_step_seconds(report: Report) -> float | None:
+    """One step's typical time in this report: from its recent advances, else as reported."""
+    return step_seconds(report.steps, (report.latest.get("progress") or {}).get("step_seconds"))
+
+
 def derive(
     report: Report | None, job_phase: JobPhase, run: int, policies: Policies, now: datetime
 ) -> Workload:
     """Spec §Job status (the workload's own completion signal): the state and its facts."""
-    if report is None or report.run != run:
-        return Workload(WorkloadState.SILENT, reason=Message("workload.silent"))
+    state, kind, reason = judge(report, job_phase, run, policies, now)
+    if report is None or state == WorkloadState.SILENT:
+        return Workload(state, reason=reason)
     latest = report.latest
     progress = latest.get("progress") or {}
-    typical = step_seconds(report.steps, progress.get("step_seconds"))
+    typical = typical_step_seconds(report)
     step, max_steps = progress.get("step"), progress.get("max_steps")
     eta = None
     if typical is not None and step is not None and max_steps:
         eta = max(0.0, (max_steps - step) * typical)
-    threshold = stall_threshold(policies, typical)
     facts = {
         "phase": (latest.get("phase") or {}).get("phase", ""),
         "step": step,
@@ -159,18 +164,20 @@ def derive(
         "last_checkpoint": latest.get("checkpoint"),
         "ray": latest.get("ray"),
         "completion": latest.get("completion"),
-        "stall_after_seconds": threshold if "progress" in latest else None,
+        "stall_after_seconds": stall_threshold(policies, typical) if "progress" in latest else None,
     }
-    state, kind, reason = _state(report, job_phase, policies, threshold, now)
     source = _source(report, kind) if kind else None
     reported_at = report.time(kind, "at") if kind else report.last_received_at
     return Workload(state, source, reported_at, reason, **facts)
 
 
-def _state(
-    report: Report, job_phase: JobPhase, policies: Policies, threshold: float, now: datetime
+def judge(
+    report: Report | None, job_phase: JobPhase, run: int, policies: Policies, now: datetime
 ) -> tuple[WorkloadState, str, Message]:
-    """(state, the kind of message that decided it, why)."""
+    """(state, the kind of message that decided it, why): the rules in the module's order, without
+    the facts shown beside the state (what a page judging hundreds of Jobs at once needs)."""
+    if report is None or report.run != run:
+        return WorkloadState.SILENT, "", Message("workload.silent")
     latest = report.latest
     completion = latest.get("completion")
     if completion:
@@ -196,6 +203,7 @@ def _state(
     if "progress" in latest:
         since = _stall_clock(report)
         idle = (now - since).total_seconds() if since else 0.0
+        threshold = stall_threshold(policies, typical_step_seconds(report))
         step = int(latest["progress"].get("step", 0))
         if idle > threshold:
             stalled = {"step": step, "seconds": round(idle), "limit": round(threshold)}
