@@ -429,8 +429,18 @@ if REDIS_URL:
         "health_check_interval": 10,
         "retry_on_timeout": True,
     }
+# PostgreSQL: values bound by the server, and a statement run TRAINYARD_DB_PREPARE_THRESHOLD
+# times on one connection prepared there, so the server plans it once per connection instead of
+# on every request (a page poll's statements cost the server 1.5 ms of CPU, 0.3 ms prepared:
+# docs/operations.md, "Configuration"). 0 turns preparing off: needed behind a pooler in
+# transaction mode (PgBouncer before 1.21), where a connection's prepared statements vanish.
+TRAINYARD_DB_PREPARE_THRESHOLD = env_int("TRAINYARD_DB_PREPARE_THRESHOLD", 5)
 if str(DATABASES["default"]["ENGINE"]).endswith("postgresql"):
-    DATABASES["default"]["OPTIONS"] = {"connect_timeout": 5}
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": 5,
+        "server_side_binding": True,
+        "prepare_threshold": TRAINYARD_DB_PREPARE_THRESHOLD or None,
+    }
 
 # /healthz, /readyz and /metrics are answered before any other middleware (console/health.py);
 # request latency is measured around everything else (console/metrics.py).

@@ -143,7 +143,20 @@ def test_it_keeps_a_message_invisible_on_redis_longer_than_a_worker_can_hold_it(
     assert (options["unacked_restore_interval"], options["unacked_restore_throttle"]) == (10, 1)
     database = fast["DATABASES"]["default"]
     assert (database["CONN_MAX_AGE"], database["CONN_HEALTH_CHECKS"]) == (60, True)
-    assert database["OPTIONS"] == {"connect_timeout": 5}
+    assert database["OPTIONS"] == {
+        "connect_timeout": 5, "server_side_binding": True, "prepare_threshold": 5,
+    }  # fmt: skip
+
+
+def test_it_prepares_nothing_when_told_to() -> None:
+    """Behind a pooler in transaction mode a connection's prepared statements vanish."""
+    pooled = settings_with(
+        DATABASE_URL="postgres://trainyard@127.0.0.1:9/trainyard",
+        TRAINYARD_DB_PREPARE_THRESHOLD="0",
+    )
+    options = pooled["DATABASES"]["default"]["OPTIONS"]
+    assert (options["server_side_binding"], options["prepare_threshold"]) == (True, None)
+    assert "prepare_threshold" not in settings_with()["DATABASES"]["default"]["OPTIONS"]  # SQLite
 
 
 def test_it_sets_no_redis_options_for_the_embedded_broker() -> None:
