@@ -636,8 +636,8 @@ def why(results: list[Figures]) -> str:
     )
     return (
         f"- Where the time goes: the console's own work is the time in gunicorn above; the rest "
-        "of an answer's time is spent waiting for a free web process, because the CPU is "
-        f"short. At {full.web_ms():.1f} ms of CPU per request, the "
+        "of an answer's time is spent before a web process takes the request (gunicorn's "
+        f"listen queue, a turn on a CPU). At {full.web_ms():.1f} ms of CPU per request, the "
         f"{full.scenario.asked():.0f} requests a second of the full scenario need "
         f"{needed:.2f} cores for gunicorn alone, beside {stack:.2f} cores for locust, "
         f"PostgreSQL, Celery, the simulated cluster and this process, and {other:.2f} cores "
