@@ -3,7 +3,8 @@
 For each size: 1 StatefulSet of 10 replicas per Job, created by the console's own reconcile and
 brought up by simcluster on a frozen clock (speed 0, moved only by `/_sim/advance`, so nothing
 changes while measuring). simcluster runs in its own process (`manage.py simcluster`), so the
-CPU time measured here (`time.process_time`) is the console's alone. Measured, best of N:
+CPU time measured here (`time.process_time`) is the console's alone, with Django's DEBUG off as
+in a production worker. Measured, best of N:
 
 - floor: fetching the eight LISTs one relist makes, unpaginated, and orjson-parsing them;
 - relist: a cycle that LISTs everything (paginated) and compares it with what is stored;
@@ -33,7 +34,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, override_settings
 
 from console.engine.cycle import SyncResult, sync_cluster
 from console.engine.one_job import gateway_for
@@ -356,9 +357,12 @@ def projection(r: Figures) -> str:
 
 def run() -> str:
     engine = str(settings.DATABASES["default"]["ENGINE"]).rsplit(".", 1)[-1]
-    results = [measure(pods) for pods in SIZES]
+    # As a worker runs it in production (TRAINYARD_DEBUG=false): with DEBUG on, Django would
+    # also keep the text of every statement, with its values, in connection.queries.
+    with override_settings(DEBUG=False):
+        results = [measure(pods) for pods in SIZES]
     return (
         report(results)
-        + f"\n\nDatabase: {engine}; CPU time counts this process only.\n\n"
-        + projection(results[-1])
+        + f"\n\nDatabase: {engine}; CPU time counts this process only; Django's `DEBUG` off, "
+        "as in a production worker.\n\n" + projection(results[-1])
     )
