@@ -12,7 +12,6 @@ ClusterUnreachable like a broken LIST: the cycle keeps every phase as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -21,9 +20,9 @@ from console.engine.streams import JOB_STREAMS, POD_STREAMS, STREAMS, Stream
 from console.kube.gateway import (
     ClusterUnreachable,
     Gateway,
+    Watch,
     WatchBatch,
     WatchEvent,
-    WatchExpired,
 )
 from console.kube.observations import owner_of
 from jobs.status.observed import held_gpus
@@ -86,21 +85,8 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
 def watch_all(gateway: Gateway, cursors: Mapping[str, str], seconds: int) -> Reading:
     """Every stream watched from its cursor at once. Raises WatchExpired (relist) or
     ClusterUnreachable (a fault: the cycle stops), the fault first."""
-    with ThreadPoolExecutor(len(STREAMS)) as pool:
-        futures = [
-            (stream, pool.submit(gateway.watch, stream.resource, cursors[stream.name], seconds,
-                                 stream.selector))
-            for stream in STREAMS
-        ]  # fmt: skip
-    batches: list[tuple[Stream, WatchBatch]] = []
-    expired: WatchExpired | None = None
-    for stream, future in futures:
-        try:
-            batches.append((stream, future.result()))
-        except WatchExpired as error:
-            expired = error
-    if expired is not None:
-        raise expired
+    watches = [Watch(s.resource, cursors[s.name], s.selector) for s in STREAMS]
+    batches = list(zip(STREAMS, gateway.watches(watches, seconds), strict=True))
     return Reading(_latest(batches), {stream.name: b.cursor for stream, b in batches}, False)
 
 

@@ -4,6 +4,7 @@ resume is applied now rather than at the next sync."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
@@ -34,15 +35,18 @@ logger = logging.getLogger(__name__)
 
 
 def gateway_for(cluster: Cluster) -> Gateway:
-    """Raises KubeconfigRejected when the stored kubeconfig is unusable: it is checked again at
-    every use (the stored text or the file it names may have changed since it was entered)."""
-    text, context = cluster.kubeconfig, cluster.context
-    config = kubeconfig.validate_kubeconfig(text, context, insecure=True)
+    """Raises KubeconfigRejected when the stored kubeconfig is unusable: its text is read at
+    every use (the stored text or the file it names may have changed since it was entered) and
+    checked whenever it is not the text the cluster's client was built from."""
     try:
-        api = client.api_client(cluster.pk, config, context)
+        api = client.api_client(cluster.pk, cluster.kubeconfig, cluster.context, _checked)
     except client.ClientConfigError as error:
         raise kubeconfig.KubeconfigRejected(str(error)) from None
     return Gateway(api, client.timeouts())
+
+
+def _checked(text: str, context: str) -> dict[str, Any]:
+    return kubeconfig.validate_kubeconfig(text, context, insecure=True)
 
 
 def observe_job(gateway: Gateway, job: JobRow) -> JobObjects:

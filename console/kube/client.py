@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -26,8 +27,8 @@ _clients: dict[tuple[int, str], ApiClient] = {}
 _clients_lock = threading.Lock()
 
 
-def fingerprint(config: dict[str, Any], context: str) -> str:
-    return hashlib.sha256(repr((context, config)).encode()).hexdigest()
+def fingerprint(text: str, context: str) -> str:
+    return hashlib.sha256(f"{context}\n{text}".encode()).hexdigest()
 
 
 def _new_client(config: dict[str, Any], context: str) -> ApiClient:
@@ -51,9 +52,19 @@ def _new_client(config: dict[str, Any], context: str) -> ApiClient:
         ) from None
 
 
-def api_client(cluster_id: int, config: dict[str, Any], context: str) -> ApiClient:
-    """The API client of a Cluster (cached while its kubeconfig and context are unchanged)."""
-    key = (cluster_id, fingerprint(config, context))
+def api_client(
+    cluster_id: int, text: str, context: str, parse: Callable[[str, str], dict[str, Any]]
+) -> ApiClient:
+    """The API client of a Cluster, cached while its kubeconfig's text and context are
+    unchanged. `parse` (the caller's check of the text, which raises on a refused one) runs
+    only to build a client: the same text gets the same verdict, so a text checked once is not
+    parsed again at every sync, and a changed text is checked before it is used."""
+    key = (cluster_id, fingerprint(text, context))
+    with _clients_lock:
+        client = _clients.get(key)
+    if client is not None:
+        return client
+    config = parse(text, context)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:

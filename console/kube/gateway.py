@@ -9,9 +9,12 @@ never a header, a URL with credentials or the kubeconfig.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +23,7 @@ import orjson
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTResponse
 
 PAGE_SIZE = 500
 LIST_ATTEMPTS = 3
@@ -67,6 +71,16 @@ class WatchEvent:
 
     type: str
     object: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One bounded WATCH: a resource (in one namespace, or all), from a resourceVersion."""
+
+    resource: Resource
+    since: str
+    selector: str = ""
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,6 +147,18 @@ def _status_message(status: int, reason: str, body: bytes) -> str:
     return safe_text(f"HTTP {status} {reason}" + (f": {detail}" if detail else ""))
 
 
+@contextmanager
+def _transport() -> Iterator[None]:
+    """Connection-level failures, and the client's wrapping of TLS ones, as ClusterUnreachable."""
+    try:
+        yield
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise _transport_failure(error) from None
+    except ApiException as error:
+        text = safe_text(f"TLS error ({error.status})")
+        raise ClusterUnreachable(text, "tls", status=str(error.status)) from None
+
+
 def _transport_failure(error: Exception) -> ClusterUnreachable:
     """Connection-level failures named by type and cause, never with the request's headers."""
     cause = getattr(error, "reason", None) or error
@@ -164,13 +190,14 @@ def _throttled(retry_after: str | None) -> ClusterUnreachable:
 
 
 class Gateway:
-    """Talks to one cluster, from several threads at once. Counts its requests, writes and bytes
-    received (the cycle's figures, tests and the bench read them)."""
+    """Talks to one cluster, from several threads at once (a cycle's watches are opened by
+    the opener threads). Counts its requests, writes and bytes received (the cycle's figures,
+    tests and the bench read them)."""
 
     def __init__(self, client: ApiClient, timeouts: tuple[int, int]) -> None:
         self.client = client
         self.timeouts = timeouts
-        self._counting = threading.Lock()  # a cycle's watches run in threads
+        self._counting = threading.Lock()
         self.requests = 0
         self.writes = 0
         self.bytes_received = 0
@@ -179,6 +206,13 @@ class Gateway:
         self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str,
         timeouts: tuple[int, int] | None = None,
     ) -> tuple[int, str, bytes]:  # fmt: skip
+        return self._answer(method, self._open(method, path, query, body, content_type, timeouts))
+
+    def _open(
+        self, method: str, path: str, query: list[tuple[str, str]], body: Any, content_type: str,
+        timeouts: tuple[int, int] | None = None,
+    ) -> RESTResponse:  # fmt: skip
+        """Sends a request and reads the answer's status line and headers, not its body."""
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -189,19 +223,17 @@ class Gateway:
         with self._counting:
             self.requests += 1
             self.writes += method != "GET"
-        try:
-            response = self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
-            data = response.read()
-            if response.status == 429 and method == "GET":
-                raise _throttled(response.getheader("Retry-After"))
-            with self._counting:
-                self.bytes_received += len(data or b"")
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise _transport_failure(error) from None
-        except ApiException as error:  # the client's wrapping of TLS failures
-            text = safe_text(f"TLS error ({error.status})")
-            raise ClusterUnreachable(text, "tls", status=str(error.status)) from None
-        return response.status, str(response.reason or ""), data or b""
+        with _transport():
+            return self.client.call_api(*request, _request_timeout=timeouts or self.timeouts)
+
+    def _answer(self, method: str, response: RESTResponse) -> tuple[int, str, bytes]:
+        """The answer's body, read to its end."""
+        with _transport():
+            data = response.read() or b""
+        if response.status == 429 and method == "GET":
+            raise _throttled(response.getheader("Retry-After"))
+        self.bytes_received += len(data)
+        return response.status, str(response.reason or ""), data
 
     def _json(self, status: int, data: bytes) -> dict[str, Any]:
         try:
@@ -264,23 +296,63 @@ class Gateway:
         self, resource: Resource, since: str, timeout_seconds: int, selector: str = "",
         namespace: str = "",
     ) -> WatchBatch:  # fmt: skip
-        """A bounded WATCH from `since`: the server closes it after `timeout_seconds`, so reading
-        the whole answer costs about that much wall time and no CPU while nothing changes.
-        Raises WatchExpired on a 410 ERROR event, ClusterUnreachable on anything malformed (a
-        cut stream, a line that is not an event): the caller keeps its cursor and relists."""
-        query = [("watch", "1"), ("resourceVersion", since), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(timeout_seconds))]  # fmt: skip
-        query += [("labelSelector", selector)] if selector else []
+        """One bounded WATCH from `since` (see `watches`)."""
+        return self.watches([Watch(resource, since, selector, namespace)], timeout_seconds)[0]
+
+    def watches(self, watches: Sequence[Watch], timeout_seconds: int) -> Sequence[WatchBatch]:
+        """Bounded WATCHes, all under way at once: the requests are sent together, by the
+        process's opener threads, each waiting for its answer's status and headers (an API
+        server sends those as soon as a watch starts, after the cluster's latency); then each
+        answer is read to its end in turn, here. The server closes each one after
+        `timeout_seconds`, so reading them all costs about that much wall time and no CPU while
+        nothing changes. Anything malformed (an error status, a cut stream, a line that is not
+        an event) raises ClusterUnreachable, and wins over a 410 ERROR event, which raises
+        WatchExpired once every answer is read: the caller keeps its cursors and relists."""
+        opened = list(self._open_all(watches, timeout_seconds))
+        batches: list[WatchBatch] = []
+        expired: WatchExpired | None = None
+        try:
+            while opened:
+                watch, response = opened[0]
+                status, reason, data = self._answer("GET", response)
+                opened.pop(0)
+                try:
+                    batches.append(_watch_answer(watch, status, reason, data))
+                except WatchExpired as error:
+                    expired = expired or error
+        finally:
+            _drop([response for _watch, response in opened])  # a fault: the rest is not read
+        if expired is not None:
+            raise expired
+        return batches
+
+    def _open_all(
+        self, watches: Sequence[Watch], timeout_seconds: int
+    ) -> Sequence[tuple[Watch, RESTResponse]]:
         connect, read = self.timeouts
-        status, reason, data = self._send(
-            "GET", resource.path(namespace or None), query, None, "",
-            timeouts=(connect, read + timeout_seconds),
-        )  # fmt: skip
-        if not 200 <= status < 300:
-            if status == 410:
-                raise WatchExpired(_status_message(status, reason, data))
-            raise ClusterUnreachable(_status_message(status, reason, data))
-        return _watch_batch(resource, data, since)
+        timeouts = (connect, read + timeout_seconds)
+        futures = []
+        for watch in watches:
+            query = [
+                ("watch", "1"),
+                ("resourceVersion", watch.since),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", str(timeout_seconds)),
+            ]
+            query += [("labelSelector", watch.selector)] if watch.selector else []
+            path = watch.resource.path(watch.namespace or None)
+            futures.append(_opener().submit(self._open, "GET", path, query, None, "", timeouts))
+        opened: list[tuple[Watch, RESTResponse]] = []
+        fault: Exception | None = None
+        for watch, future in zip(watches, futures, strict=True):
+            try:
+                opened.append((watch, future.result()))
+            except Exception as error:  # ClusterUnreachable, or a bug: the others are dropped
+                fault = fault or error
+        if fault is not None:
+            _drop([response for _watch, response in opened])
+            raise fault
+        return opened
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         status, reason, data = self._send("GET", resource.path(namespace, name), [], None, "")
@@ -349,6 +421,35 @@ class Gateway:
         if uid:
             options["preconditions"] = {"uid": uid}
         self._write("DELETE", resource.path(namespace, name), options)
+
+
+# The threads that send a cycle's watches and wait for their headers, one set per process (a
+# forked worker makes its own: threads do not survive a fork).
+_OPENERS: dict[int, ThreadPoolExecutor] = {}
+_OPENERS_LOCK = threading.Lock()
+
+
+def _opener() -> ThreadPoolExecutor:
+    with _OPENERS_LOCK:
+        pool = _OPENERS.get(os.getpid())
+        if pool is None:
+            pool = _OPENERS[os.getpid()] = ThreadPoolExecutor(16, thread_name_prefix="watch")
+        return pool
+
+
+def _drop(responses: Iterable[RESTResponse]) -> None:
+    """Answers that will not be read: their connections are closed, not reused."""
+    for response in responses:
+        response.response.close()
+        response.response.release_conn()
+
+
+def _watch_answer(watch: Watch, status: int, reason: str, data: bytes) -> WatchBatch:
+    if not 200 <= status < 300:
+        if status == 410:
+            raise WatchExpired(_status_message(status, reason, data))
+        raise ClusterUnreachable(_status_message(status, reason, data))
+    return _watch_batch(watch.resource, data, watch.since)
 
 
 def _watch_batch(resource: Resource, data: bytes, since: str) -> WatchBatch:

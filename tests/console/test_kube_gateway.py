@@ -126,7 +126,7 @@ current-context: c
 """
     with override_settings(TRAINYARD_KUBE_READ_TIMEOUT=1):
         yield Gateway(
-            client.api_client(server.server_port, validate_kubeconfig(text), ""), client.timeouts()
+            client.api_client(server.server_port, text, "", validate_kubeconfig), client.timeouts()
         )
     server.shutdown()
     server.server_close()
@@ -205,7 +205,7 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 """
-    gateway = Gateway(client.api_client(-1, validate_kubeconfig(text), ""), (1, 1))
+    gateway = Gateway(client.api_client(-1, text, "", validate_kubeconfig), (1, 1))
     with pytest.raises(ClusterUnreachable, match="cannot connect"):
         gateway.list(PODS)
 
