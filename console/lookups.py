@@ -43,10 +43,15 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
         if not self.rhs:  # as `__in`: no row, and no query when nothing else is asked
             raise EmptyResultSet
         lhs, params = self.process_lhs(compiler, connection)
+        values = parameter(self.rhs, connection.vendor)
         if connection.vendor == "postgresql":
-            return f"{lhs} = ANY(%s)", (*params, array_literal(self.rhs))
-        values = orjson.dumps(self.rhs).decode()
+            return f"{lhs} = ANY(%s)", (*params, values)
         return f"{lhs} IN (SELECT value FROM json_each(%s))", (*params, values)
+
+
+def parameter(values: list[int | str], vendor: str) -> str | list[int | str]:
+    """The one parameter the values travel as: an array on PostgreSQL, JSON on SQLite."""
+    return array_literal(values) if vendor == "postgresql" else orjson.dumps(values).decode()
 
 
 def array_literal(values: list[int | str]) -> str | list[int | str]:

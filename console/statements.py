@@ -8,29 +8,32 @@ an ORM query, so table and column names, joins and each database's dialect stay 
 compiled the first time it runs, with stand-in values in place of the real ones, and from then
 on executed with the real values, its rows converted as the ORM converts them.
 
-Values are ints, strings and datetimes: ints and strings are passed as themselves (a primary
-key, a session key), datetimes as the database's backend adapts them (as the ORM does for a
-datetime column). A value the ORM would transform in another way (a pattern for `contains`, a
-date in a datetime lookup) cannot be a stand-in: compiling refuses a query whose stand-ins did
-not come through as expected.
+Values are ints, strings, datetimes and lists of ints or strings: ints and strings are passed as
+themselves (a primary key, a session key), datetimes as the database's backend adapts them (as
+the ORM does for a datetime column), lists as the one parameter of an `any_of` lookup
+(console.lookups; an empty list matches nothing, as there). A value the ORM would transform in
+another way (a pattern for `contains`, a date in a datetime lookup) cannot be a stand-in:
+compiling refuses a query whose stand-ins did not come through as expected.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from django.db import connections
 from django.db.models import QuerySet
+
+from console import lookups
 
 # Stand-ins no query of ours compares with: near the top of a 32-bit id's range (the ORM makes
 # a lookup by a value beyond its field's range an empty result, not a parameter), a string no
 # key contains and a moment long before the console existed.
 _INT, _STR = 2_147_480_000, "\x1fstand-in"
 _MOMENT = datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC)
-Value = int | str | datetime
+Value = int | str | datetime | Collection[int] | Collection[str]
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,10 @@ class _Compiled:
 
 class Statement:
     """`Statement(lambda job_id: Job.objects.filter(pk=job_id).values_list("run"), int)`:
-    the function builds the query from its values; the types say which stand-ins to build it
-    with. `rows(*values)` runs it."""
+    the function builds the query from its values; the types (int, str, datetime, list[int],
+    list[str]) say which stand-ins to build it with. `rows(*values)` runs it."""
 
-    def __init__(self, build: Callable[..., QuerySet[Any]], *types: type[Value]):
+    def __init__(self, build: Callable[..., QuerySet[Any]], *types: Any):
         self._build, self._types = build, types
         self._compiled: dict[str, _Compiled] = {}
 
@@ -57,7 +60,7 @@ class Statement:
         stand_ins = self._stand_ins()
         compiler = self._build(*stand_ins).query.get_compiler(using)
         sql, params = compiler.as_sql()
-        expected = _adapted(stand_ins, using)
+        expected = _adapted(stand_ins, self._types, using)
         slots = tuple(expected.index(p) if p in expected else None for p in params)
         if {slot for slot in slots if slot is not None} != set(range(len(stand_ins))):
             raise ValueError(f"every value must reach the query unchanged: {sql}")
@@ -68,9 +71,9 @@ class Statement:
         compiled = self._compiled.get(using)
         if compiled is None:
             compiled = self._compiled[using] = self._compile(using)
-        values = tuple(_adapted(values, using))
+        adapted = _adapted(values, self._types, using)
         params = [
-            values[slot] if slot is not None else constant
+            adapted[slot] if slot is not None else constant
             for slot, constant in zip(compiled.slots, compiled.constants, strict=True)
         ]
         connection = connections[using]
@@ -86,7 +89,9 @@ class Statement:
         return rows[0] if rows else None
 
 
-def _stand_in(kind: type[Value], n: int) -> Value:
+def _stand_in(kind: Any, n: int) -> Any:
+    if get_origin(kind) is list:
+        return [_stand_in(get_args(kind)[0], n)]
     if kind is int:
         return _INT + n
     if kind is str:
@@ -94,10 +99,16 @@ def _stand_in(kind: type[Value], n: int) -> Value:
     return _MOMENT + timedelta(microseconds=n)
 
 
-def _adapted(values: Sequence[Value], using: str) -> list[Any]:
-    """Datetimes as the ORM passes them for a datetime column (a string on SQLite)."""
-    ops = connections[using].ops
-    return [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in values]
+def _adapted(values: Sequence[Any], types: Sequence[Any], using: str) -> list[Any]:
+    """Datetimes as the ORM passes them for a datetime column (a string on SQLite), lists as
+    an `any_of` lookup passes them."""
+    connection = connections[using]
+    return [
+        lookups.parameter(list(value), connection.vendor) if get_origin(kind) is list
+        else connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime)
+        else value
+        for value, kind in zip(values, types, strict=True)
+    ]  # fmt: skip
 
 
 def _converted(row: Any, converters: dict[int, tuple[list[Any], Any]], connection: Any) -> tuple:

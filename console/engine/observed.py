@@ -30,6 +30,7 @@ from console.kube.observations import (
     StatefulSetObs,
 )
 from console.models import ObservedObject
+from console.statements import Statement
 
 BATCH = 500
 # The columns of an ObservedObject: its key (the one_observation_per_uid constraint), then
@@ -164,17 +165,34 @@ def gpus_by_node(
     return dict(totals)
 
 
+# The stored pods holding GPUs of a watch cycle's Nodes: all of them on the Nodes summed, the
+# changed ones on the Nodes moved (compiled once: console.statements).
+_HELD = Statement(
+    lambda cluster_id, summed, moved, uids: ObservedObject.objects.filter(
+        Q(node_name__any_of=summed) | Q(node_name__any_of=moved, uid__any_of=uids),
+        cluster_id=cluster_id,
+        stream__in=POD_STREAMS,
+        gpus__gt=0,
+    ).values_list("stream", "uid", "node_name", "gpus"),
+    int,
+    list[str],
+    list[str],
+    list[str],
+)
+
+
 def _held(
     cluster_id: int, touched: Touched, changed: Mapping[tuple[str, str], Change], moved: set[str]
 ) -> list[tuple[str, str, str, int]]:
     """The stored pods that hold GPUs: all of them on the Nodes summed, the changed ones on the
     Nodes moved."""
-    rows = ObservedObject.objects.filter(cluster_id=cluster_id, stream__in=POD_STREAMS, gpus__gt=0)
-    if not touched.everything:
-        uids = [uid for _stream, uid in changed]
-        summed = Q(node_name__any_of=touched.nodes - moved)
-        rows = rows.filter(summed | Q(node_name__any_of=moved, uid__any_of=uids))
-    return list(rows.values_list("stream", "uid", "node_name", "gpus"))
+    if touched.everything:
+        rows = ObservedObject.objects.filter(
+            cluster_id=cluster_id, stream__in=POD_STREAMS, gpus__gt=0
+        )
+        return list(rows.values_list("stream", "uid", "node_name", "gpus"))
+    summed, uids = list(touched.nodes - moved), [uid for _stream, uid in changed]
+    return _HELD.rows(cluster_id, summed, list(moved), uids)
 
 
 def load(

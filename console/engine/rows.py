@@ -19,6 +19,7 @@ from console.engine.observed import BATCH, Touched
 from console.kube.manifests import Target
 from console.kube.observations import PodObs
 from console.models import Addon, Cluster, Node
+from console.statements import Statement
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task, WorkflowEdge
 from jobs.signals import signal_token, signal_url
@@ -210,54 +211,128 @@ def of_jobs(cluster_id: int, touched: Touched) -> Q:
     return everything if touched.everything else everything & Q(pk__any_of=touched.jobs)
 
 
+# A watch cycle asks the same questions with other ids every time: compiled once per process
+# (console.statements), each of these costs its round trip and its rows, not the ORM's building
+# and compiling of the query again (docs/decisions.md). The ORM's own queries remain for the
+# first cycle and for sets of ids beyond BATCH.
+_JOBS = Statement(
+    lambda cluster_id, pks: (
+        Job.objects.filter(cluster_id=cluster_id, pk__any_of=pks)
+        .order_by("pk")
+        .values_list(*JOB_FIELDS)
+    ),
+    int,
+    list[int],
+)
+_TASKS = Statement(
+    lambda cluster_id, pks: (
+        Task.objects.filter(job__cluster_id=cluster_id, job_id__any_of=pks)
+        .order_by("pk")
+        .values_list(*TASK_FIELDS)
+    ),
+    int,
+    list[int],
+)
+_OPEN_INSTANCES = Statement(
+    lambda tasks, uids: PodInstance.objects.filter(
+        task_id__any_of=tasks, uid__any_of=uids, gone_at__isnull=True
+    ).values_list(*InstanceRow._fields),
+    list[int],
+    list[str],
+)
+_WORKERS = Statement(
+    lambda tasks, names: (
+        Worker.objects.filter(task_id__any_of=tasks, pod_name__any_of=names)
+        .annotate(present=PRESENT)
+        .values_list(*WorkerRow._fields)
+    ),
+    list[int],
+    list[str],
+)
+_NODES = Statement(
+    lambda cluster_id, names: Node.objects.filter(
+        cluster_id=cluster_id, name__any_of=names
+    ).values_list(*NodeRow._fields),
+    int,
+    list[str],
+)
+_OPERATIONS = Statement(
+    lambda pks: Operation.objects.filter(
+        result=Operation.Result.ACCEPTED, job_id__any_of=pks
+    ).values_list("pk", "job_id", "message"),
+    list[int],
+)
+
+
 def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) -> State:
     """The touched rows of the cluster in a fixed number of queries, typed: the touched Jobs
     with their Tasks, and the Workers and open instances of the touched pods only (`pods`: the
     snapshot's, to name them; the instances name the Workers of deleted pods)."""
     jobs = of_jobs(cluster.pk, touched)
-    loaded = job_rows(jobs)
-    by_task = _of_tasks(jobs, loaded)
-    open_instances = PodInstance.objects.filter(by_task, gone_at__isnull=True)
-    if not touched.everything:
-        open_instances = open_instances.filter(_among("uid", touched.pods))
-    instances = [
-        InstanceRow._make(row) for row in raw_rows(open_instances.values_list(*InstanceRow._fields))
-    ]
-    instances = [row for row in instances if touched.holds_pod(row.uid)]
+    if touched.everything:
+        loaded = job_rows(jobs)
+    else:
+        pks = list(touched.jobs)
+        loaded = load_jobs(_JOBS.rows(cluster.pk, pks), _TASKS.rows(cluster.pk, pks))
+    tasks = {task.pk for job in loaded for task in job.tasks}
+    instances = _open_instances(jobs, tasks, touched)
     names = {pod.name for pod in pods if pod.uid in touched.pods}
     names |= {row.pod_name for row in instances}
     return State(
         cluster=cluster,
         jobs=loaded,
-        workers=_workers(by_task, touched, names),
+        workers=_workers(jobs, tasks, touched, names),
         instances={row.uid: row for row in instances},
         nodes=_nodes(cluster.pk, touched),
         addons=_addons(cluster.pk, touched),
-        operations=pending_operations(_of_jobs(jobs, loaded)),
+        operations=_operations(jobs, loaded),
         scope=touched,
     )
 
 
-def _of_tasks(jobs: Q, loaded: Sequence[JobRow]) -> Q:
+def _fits(*values: set[Any]) -> bool:
+    return all(len(some) <= BATCH for some in values)
+
+
+def _of_tasks(jobs: Q, tasks: set[int]) -> Q:
     """The rows of the loaded Jobs' Tasks (a Q on a row with a `task`): by Task id, and by the
     Jobs' filter when the ids do not fit one statement."""
-    tasks = {task.pk for job in loaded for task in job.tasks}
     return _among("task_id", tasks, Q(task__job__in=Job.objects.filter(jobs)))
 
 
-def _of_jobs(jobs: Q, loaded: Sequence[JobRow]) -> Q:
-    """The rows of the loaded Jobs (a Q on a row with a `job`), as `_of_tasks`."""
+def _open_instances(jobs: Q, tasks: set[int], touched: Touched) -> list[InstanceRow]:
+    if not touched.everything and _fits(tasks, touched.pods):
+        found = _OPEN_INSTANCES.rows(list(tasks), list(touched.pods))
+    else:
+        rows = PodInstance.objects.filter(_of_tasks(jobs, tasks), gone_at__isnull=True)
+        if not touched.everything:
+            rows = rows.filter(_among("uid", touched.pods))
+        found = raw_rows(rows.values_list(*InstanceRow._fields))
+    return [row for row in map(InstanceRow._make, found) if touched.holds_pod(row.uid)]
+
+
+def _operations(jobs: Q, loaded: Sequence[JobRow]) -> dict[int, list[PendingOperation]]:
+    """The pending Operations of the loaded Jobs: by the Jobs' ids, by their filter when the
+    ids do not fit one statement."""
     pks = {job.pk for job in loaded}
-    return _among("job_id", pks, Q(job__in=Job.objects.filter(jobs)))
+    if not _fits(pks):
+        return pending_operations(Q(job__in=Job.objects.filter(jobs)))
+    return _by_job(_OPERATIONS.rows(list(pks)))
 
 
-def _workers(by_task: Q, touched: Touched, names: set[str]) -> dict[int, dict[str, WorkerRow]]:
+def _workers(
+    jobs: Q, tasks: set[int], touched: Touched, names: set[str]
+) -> dict[int, dict[str, WorkerRow]]:
     """Task pk -> pod name -> Worker, of the pods named (all of them for `everything`)."""
-    rows = Worker.objects.filter(by_task)
-    if not touched.everything:
-        rows = rows.filter(_among("pod_name", names))
+    if not touched.everything and _fits(tasks, names):
+        found = _WORKERS.rows(list(tasks), list(names))
+    else:
+        rows = Worker.objects.filter(_of_tasks(jobs, tasks))
+        if not touched.everything:
+            rows = rows.filter(_among("pod_name", names))
+        found = raw_rows(rows.annotate(present=PRESENT).values_list(*WorkerRow._fields))
     workers: dict[int, dict[str, WorkerRow]] = defaultdict(dict)
-    for row in raw_rows(rows.annotate(present=PRESENT).values_list(*WorkerRow._fields)):
+    for row in found:
         worker = WorkerRow._make(row)
         if touched.everything or worker.pod_name in names:
             workers[worker.task_id][worker.pod_name] = worker
@@ -286,10 +361,11 @@ def _among[V: (str, int)](name: str, values: set[V], beyond: Q | None = None) ->
 
 
 def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
-    rows = Node.objects.filter(cluster_id=cluster_id)
-    if not touched.everything:
-        rows = rows.filter(name__any_of=touched.nodes)
-    return {row[1]: NodeRow._make(row) for row in rows.values_list(*NodeRow._fields)}
+    if touched.everything:
+        rows = Node.objects.filter(cluster_id=cluster_id).values_list(*NodeRow._fields)
+        return {row[1]: NodeRow._make(row) for row in rows}
+    found = _NODES.rows(cluster_id, list(touched.nodes))
+    return {row[1]: NodeRow._make(row) for row in found}
 
 
 def _addons(cluster_id: int, touched: Touched) -> dict[str, AddonRow]:
@@ -301,34 +377,58 @@ def _addons(cluster_id: int, touched: Touched) -> dict[str, AddonRow]:
 
 def pending_operations(jobs: Q) -> dict[int, list[PendingOperation]]:
     """The accepted Operations of the Jobs matching `jobs` (a Q on the Operation), by Job."""
-    by_job: dict[int, list[PendingOperation]] = defaultdict(list)
     rows = Operation.objects.filter(result=Operation.Result.ACCEPTED, job__isnull=False).filter(
         jobs
     )
-    for pk, job_id, message in rows.values_list("pk", "job_id", "message"):
+    return _by_job(rows.values_list("pk", "job_id", "message"))
+
+
+def _by_job(rows: Iterable[tuple[int, int, str]]) -> dict[int, list[PendingOperation]]:
+    by_job: dict[int, list[PendingOperation]] = defaultdict(list)
+    for pk, job_id, message in rows:
         by_job[job_id].append(PendingOperation(pk, job_id, message))
     return by_job
+
+
+# The Jobs a cycle plans whatever changed, and the add-ons it derives again whatever changed.
+_ATTENTION = Statement(
+    lambda cluster_id: (
+        Job.objects.filter(
+            Q(operations__result=Operation.Result.ACCEPTED)
+            | Q(delete_requested_at__isnull=False)
+            | Q(tasks__apply_error__gt="")
+            | Q(workflow__isnull=False, phase=JobPhase.PENDING),
+            cluster_id=cluster_id,
+        )
+        .order_by()
+        .values_list("pk")
+        .distinct()
+    ),
+    int,
+)
+_VERSION_CHANGED = (
+    Q(phase=Addon.Phase.READY) & ~Q(desired_version="") & ~Q(desired_version=F("current_version"))
+)
+_ADDON_ATTENTION = Statement(
+    lambda cluster_id: (
+        Addon.objects.filter(~Q(phase=Addon.Phase.READY) | _VERSION_CHANGED, cluster_id=cluster_id)
+        .order_by()
+        .values_list("pk")[:1]
+    ),
+    int,
+)
 
 
 def needing_attention(cluster_id: int) -> set[int]:
     """The Jobs a cycle plans whatever changed: an accepted Operation, a deletion under way, an
     apply error to retry, a Pending Workflow child (its upstreams may have Succeeded)."""
-    attention = (
-        Q(operations__result=Operation.Result.ACCEPTED)
-        | Q(delete_requested_at__isnull=False)
-        | Q(tasks__apply_error__gt="")
-        | Q(workflow__isnull=False, phase=JobPhase.PENDING)
-    )
-    rows = Job.objects.filter(attention, cluster_id=cluster_id).values_list("pk", flat=True)
-    return set(rows.distinct())
+    return {pk for (pk,) in _ATTENTION.rows(cluster_id)}
 
 
 def addons_need_attention(cluster_id: int) -> bool:
     """An add-on whose desired version an operator changed, or not Ready yet, is derived again
     whatever changed: its desired version is the console's, not the cluster's."""
-    ready = Addon.Phase.READY
-    moved = Q(phase=ready) & ~Q(desired_version="") & ~Q(desired_version=F("current_version"))
-    return Addon.objects.filter(~Q(phase=ready) | moved, cluster_id=cluster_id).exists()
+    return bool(_ADDON_ATTENTION.rows(cluster_id))
 
 
 def target_of(job: JobRow, task: TaskRow) -> Target:

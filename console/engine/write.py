@@ -22,6 +22,7 @@ from console.engine.rows import (
     State,
 )
 from console.models import Addon, Node
+from console.statements import Statement
 from jobs.models import Job, Task, Workflow
 from workers.models import PodInstance, Worker
 
@@ -136,6 +137,16 @@ class Changes:
 # --- writing ---------------------------------------------------------------------------------
 
 
+_LOCKED = Statement(
+    lambda pks: (
+        Job.objects.select_for_update(no_key=True)
+        .filter(pk__any_of=pks)
+        .values_list("pk", "run", "stopped", "delete_requested_at")
+    ),
+    list[int],
+)
+
+
 def _unchanged_jobs(changes: Changes, state: State) -> set[int]:
     """Locks the Jobs about to be written and keeps those no operation changed since they were
     loaded (a concurrent stop, resume or delete wins; the next cycle derives again).
@@ -147,12 +158,9 @@ def _unchanged_jobs(changes: Changes, state: State) -> set[int]:
     if not changes.touched_jobs:
         return set()
     loaded = {job.pk: (job.run, job.stopped, job.delete_requested_at) for job in state.jobs}
-    rows = Job.objects.select_for_update(no_key=True).filter(pk__any_of=changes.touched_jobs)
     return {
         pk
-        for pk, run, stopped, deleting in rows.values_list(
-            "pk", "run", "stopped", "delete_requested_at"
-        )
+        for pk, run, stopped, deleting in _LOCKED.rows(list(changes.touched_jobs))
         if loaded.get(pk) == (run, stopped, deleting)
     }
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore as DjangoSessionStore
+from django.db.models import Q
 from django.utils import timezone
 
 from console.models import Cluster, Membership, Project
@@ -71,6 +72,39 @@ def test_it_passes_a_datetime_as_the_orm_does(project: Project, cluster: Cluster
             Job.objects.filter(created_at__lte=job.created_at).order_by("pk").values_list("pk")
         )
     assert created.rows(project.pk, jobs[0].created_at - timedelta(microseconds=1)) == []
+
+
+def test_it_passes_a_list_as_any_of_does_and_an_empty_one_matches_nothing(
+    project: Project, cluster: Cluster
+) -> None:
+    jobs = [
+        Job.objects.create(project=project, cluster=cluster, name=f"j{n}", namespace="rl",
+                           spec={"tasks": []})
+        for n in range(3)
+    ]  # fmt: skip
+    among = Statement(
+        lambda project_id, pks, names: (
+            Job.objects.filter(project_id=project_id, pk__any_of=pks)
+            .exclude(name__any_of=names)
+            .order_by("pk")
+            .values_list("pk")
+        ),
+        int,
+        list[int],
+        list[str],
+    )
+    assert among.rows(project.pk, {jobs[0].pk, jobs[2].pk}, ["j2", 'a "quoted" name']) == [
+        (jobs[0].pk,)
+    ]
+    assert among.rows(project.pk, [job.pk for job in jobs], []) == [(job.pk,) for job in jobs]
+    assert among.rows(project.pk, [], ["j0"]) == []
+    either = Statement(
+        lambda pks, name: Job.objects.filter(Q(pk__any_of=pks) | Q(name=name)).values_list("pk"),
+        list[int],
+        str,
+    )
+    assert either.rows([], "j1") == [(jobs[1].pk,)]  # as the ORM drops an empty any_of there
+    assert sorted(either.rows([jobs[0].pk], "j1")) == [(jobs[0].pk,), (jobs[1].pk,)]
 
 
 def test_it_keeps_the_query_s_own_constants(alice: User, project: Project) -> None:
