@@ -24,7 +24,6 @@ from console.kube.gateway import (
     WatchBatch,
     WatchEvent,
 )
-from console.kube.observations import owner_of
 from jobs.status.observed import held_gpus
 
 
@@ -66,8 +65,7 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
         meta = obj["metadata"]
         parsed = stream.parse(obj)
         uid, version = str(meta["uid"]), str(meta["resourceVersion"])
-        labels = meta.get("labels") or {}
-        job_id = owner_of(labels).job_id if stream.name in JOB_STREAMS else None
+        job_id = parsed.owner.job_id if stream.name in JOB_STREAMS else None
         node = meta["name"] if stream.name == "nodes" else (obj.get("spec") or {}).get("nodeName")
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
         text = f"the API server answered {stream.name} of an unexpected shape"

@@ -208,9 +208,11 @@ def load(
     selection = _selection(touched, changes, noted)
     rows = ObservedObject.objects.filter(selection, cluster_id=cluster_id)
     rows = rows.filter(stream__in=only) if only else rows
+    values = rows.values_list("stream", "uid", "data")
+    # A cluster's first cycle reads every object: in chunks, not all at once.
+    found = values.iterator(2000) if touched.everything else values
     objects: dict[tuple[str, str], str | Change] = {
-        (stream, uid): data
-        for stream, uid, data in rows.values_list("stream", "uid", "data").iterator(2000)
+        (stream, uid): data for stream, uid, data in found
     }
     for change in changes:
         if touched.holds(change) and (not only or change.stream in only):

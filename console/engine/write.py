@@ -170,10 +170,11 @@ def _of_jobs(rows: Iterable[Any], task_jobs: dict[int, int], keep: set[int]) -> 
 
 
 def write(changes: Changes, state: State) -> int:
-    """Writes the changes in one transaction; returns the number of rows written."""
+    """Writes the changes in one transaction (the cycle's, when it runs in one: no savepoint,
+    a failure rolls the whole cycle back); returns the number of rows written."""
     task_jobs = {task.pk: job.pk for job in state.jobs for task in job.tasks}
     written = 0
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         keep = _unchanged_jobs(changes, state)
         written += _write_jobs([change for change in changes.jobs if change.pk in keep])
         written += _report_workers(changes, task_jobs, keep)  # before the Tasks move on
