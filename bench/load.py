@@ -59,8 +59,8 @@ from console.models import Cluster, Membership, Project
 from console.web import POLL_SECONDS
 from jobs.choices import Action, JobPhase
 from jobs.models import Job
-from jobs.signals import signal_token
 from jobs.status.lifecycle import allowed_actions
+from jobs.workload.intake import signal_token
 from workers.models import Worker
 
 PODS = 10_000

@@ -119,8 +119,8 @@ def _fill_jobs(project: Project, cluster: Cluster, total: int) -> None:
 
 
 def _workload_report(job_id: int, now: datetime) -> WorkloadReport:
-    """A report as jobs.workload folds it, for a mix of states: most Jobs progress, some stall,
-    some are quiet (Unresponsive), some lost a Ray node (Degraded), some completed."""
+    """A report as jobs.workload.report folds it, for a mix of states: most Jobs progress,
+    some stall, some are quiet (Unresponsive), some lost a Ray node (Degraded), some completed."""
     quiet = 200 if job_id % 5 == 0 else job_id % 20  # seconds since the last message
     advanced = 400 if job_id % 3 == 0 else quiet  # a third stopped advancing: Stalled
 

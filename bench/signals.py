@@ -47,7 +47,7 @@ from bench.scale_out import Stack, _free_port, _wait_for_web, processes
 from console.models import Cluster, Project
 from jobs.choices import JobPhase
 from jobs.models import Job, Signal, WorkloadReport
-from jobs.signals import KEEP_LATEST, compact, signal_token
+from jobs.workload.intake import KEEP_LATEST, compact, signal_token
 
 JOBS, PODS_PER_JOB = 100, 10
 INTERVAL = 10  # seconds between one pod's messages

@@ -277,8 +277,8 @@ def queue_metrics() -> Iterator[Metric]:
     yield family
 
 
-# Signal intake (POST /api/v1/jobs/{id}/signals, jobs.signals): counted by the web process that
-# took it, like the request latency, so every process's counts add up under gunicorn.
+# Signal intake (POST /api/v1/jobs/{id}/signals, jobs.workload.intake): counted by the web process
+# that took it, like the request latency, so every process's counts add up under gunicorn.
 SIGNALS_RECEIVED = Counter(
     "trainyard_signals_received",
     "Signal messages received from pods, by cluster and kind (duplicates included).",

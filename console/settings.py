@@ -327,8 +327,8 @@ TRAINYARD_RELIST_SECONDS = env_int("TRAINYARD_RELIST_SECONDS", 600, minimum=1)
 # authorised operators): "operators", or "members" to open them to the members of a Job's
 # project too (jobs.diagnostics).
 TRAINYARD_DIAGNOSTICS = env_choice("TRAINYARD_DIAGNOSTICS", "operators", ("operators", "members"))
-# Signals from training pods (jobs.signals, docs/api.md "Signals"): where pods post them, how
-# many requests a pod may send per second, the largest body, and how long an exact duplicate is
+# Signals from training pods (jobs.workload.intake, docs/api.md "Signals"): where pods post them,
+# how many requests a pod may send per second, the largest body, and how long an exact duplicate is
 # recognised after compaction may have removed its row.
 TRAINYARD_PUBLIC_URL = public_url(env("TRAINYARD_PUBLIC_URL"), DEBUG)
 TRAINYARD_SIGNAL_RATE = env_int("TRAINYARD_SIGNAL_RATE", 10, minimum=1)
@@ -402,7 +402,7 @@ CELERY_TASK_ANNOTATIONS = {
         "time_limit": 2 * TRAINYARD_TICK_TIME_LIMIT,
     },
     # A pass reads one bounded log tail per Job; one that hangs is ended like a sync, and a pass
-    # that overlaps the next records nothing twice (jobs.fallbacks).
+    # that overlaps the next records nothing twice (jobs.workload.fallbacks).
     "console.tasks.read_progress_from_logs": {
         "soft_time_limit": TRAINYARD_TASK_SOFT_TIME_LIMIT,
         "time_limit": TRAINYARD_TASK_TIME_LIMIT,

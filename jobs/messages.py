@@ -136,7 +136,7 @@ CODES: dict[str, Promise | str] = {
     "workload.completed_code": _(
         "The workload reported %(outcome)s with exit code %(exit_code)s. %(detail)s"
     ),
-    # Operations the console itself records for a Job's policies (jobs.workload).
+    # Operations the console itself records for a Job's policies (jobs.workload.report).
     "operation.stopped_on_completion": _(
         "The workload reported %(outcome)s: stopped by the job's stop_on_completion policy; "
         "every workload of the job is scaled to 0."

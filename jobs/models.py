@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from django.conf import settings
@@ -12,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from console.models import Cluster, Project
 from jobs.choices import Action, JobPhase, SignalSource, TaskKind, TaskPhase, WorkflowPhase
+from jobs.status.lifecycle import counted_phase
 
 
 class Workflow(models.Model):
@@ -42,6 +45,43 @@ class Workflow(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("workflow", args=[self.pk])
+
+
+@dataclass(frozen=True)
+class Child:
+    """A child Job of a Workflow with its phase as the Workflow counts it."""
+
+    pk: int
+    name: str
+    workflow_id: int | None
+    phase: JobPhase
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def counted_children(self, phases: Mapping[int, JobPhase] | None = None) -> list[Child]:
+        """These Jobs as children, each with its phase as its Workflow counts it
+        (lifecycle.counted_phase): with the Workflow's `advance_on_workload_success`, a child
+        whose workload reported success in its current run counts as Succeeded. `phases`
+        overrides stored phases (the sync's fresh ones). One query."""
+        rows = self.values_list(
+            "pk", "name", "workflow_id", "phase", "run", "workload__run", "workload__outcome",
+            "workflow__policies",
+        )  # fmt: skip
+        phases = phases or {}
+        counted = []
+        for pk, name, workflow_id, phase, run, report_run, outcome, policies in rows:
+            succeeded = report_run == run and outcome == "succeeded"
+            advance = bool((policies or {}).get("advance_on_workload_success"))
+            own = phases.get(pk, JobPhase(phase))
+            counted.append(
+                Child(
+                    pk,
+                    name,
+                    workflow_id,
+                    counted_phase(own, workload_succeeded=succeeded, advance=advance),
+                )
+            )
+        return counted
 
 
 class Job(models.Model):
@@ -85,6 +125,8 @@ class Job(models.Model):
     )
     # Delete is irreversible: reconcile removes the cluster objects, then this row.
     delete_requested_at = models.DateTimeField(_("delete requested at"), null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -197,9 +239,9 @@ class Operation(models.Model):
 
 
 class Signal(models.Model):
-    """One message a Job's workload posted about itself (jobs.signals): the workload's own word,
-    kept beside the Kubernetes facts, never in place of them. (pod, uid, seq) is unique so a
-    resent message is recognised; old heartbeats and progress points are compacted."""
+    """One message a Job's workload posted about itself (jobs.workload.intake): the workload's
+    own word, kept beside the Kubernetes facts, never in place of them. (pod, uid, seq) is
+    unique so a resent message is recognised; old heartbeats and progress points are compacted."""
 
     job = models.ForeignKey(Job, models.CASCADE, related_name="signals")
     run = models.PositiveIntegerField(_("run"))
@@ -229,8 +271,8 @@ class Signal(models.Model):
 
 class WorkloadReport(models.Model):
     """The latest of what a Job's workload said in its current run, folded from its signals as
-    they arrive (jobs.workload), so a list of 10,000 Jobs derives every workload state from one
-    joined row each (jobs.status.workload). `latest` holds the newest message of each kind,
+    they arrive (jobs.workload.report), so a list of 10,000 Jobs derives every workload state from
+    one joined row each (jobs.status.workload). `latest` holds the newest message of each kind,
     with its time, the time the console received it and its source; `steps` the last step
     advances as [time, step] pairs, from which the step time and the stall threshold come."""
 
@@ -242,8 +284,8 @@ class WorkloadReport(models.Model):
     steps = models.JSONField(_("recent step advances"), default=list)
     # The workload's completion outcome ("" until it reports one): Workflows read it.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)
-    # When the run's signals were last compacted (jobs.signals.compact): the fold that finds it
-    # a minute old compacts them, under this row's lock, so once a minute for every web process.
+    # When the run's signals were last compacted (jobs.workload.intake.compact): the fold that finds
+    # it a minute old compacts them, under this row's lock, so once a minute for every web process.
     compacted_at = models.DateTimeField(_("signals compacted at"), null=True, blank=True)
 
     def __str__(self) -> str:

@@ -1,7 +1,7 @@
 """The record of what was done to a Job: one Operation row, and the same fact in the audit trail.
 
 Written by the users' operations (jobs.operations) and by the console itself when a Job's policy
-acts (jobs.workload: no user then).
+acts (jobs.workload.report: no user then).
 """
 
 from __future__ import annotations

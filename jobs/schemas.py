@@ -23,7 +23,7 @@ from jobs.diagnostics import for_request, worker_reason
 from jobs.messages import Message, api_code, api_params, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow
 from jobs.status.lifecycle import allowed_actions
-from jobs.workload import describe, workload_of
+from jobs.workload.report import describe, workload_of
 
 DIAGNOSTICS = (
     "Restart counts, exit codes and termination reasons are diagnostics (spec §Pod and Worker "

@@ -216,7 +216,7 @@ MAX_THRESHOLD = 7 * 24 * 3600  # seconds: a week
 
 
 class JobPolicies(_Strict):
-    """What the console does with the workload's word (jobs.status.workload, jobs.workload);
+    """What the console does with the workload's word (jobs.status.workload, jobs.workload.report);
     stored in `Job.spec["policies"]`, so clone and resume keep them."""
 
     stop_on_completion: StrictBool = False

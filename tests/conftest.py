@@ -135,11 +135,11 @@ def signalling_job(
     alice: User, cluster: Cluster, live_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> Any:
     """A Job of alice's project on a live console, with the signal environment its pods get
-    (jobs.signals, console.kube.manifests) set in this process, as a pod would have it."""
+    (jobs.workload.intake, console.kube.manifests) set in this process, as a pod would have it."""
     from django.core.cache import cache
 
     from jobs.models import Job
-    from jobs.signals import signal_token
+    from jobs.workload.intake import signal_token
 
     cache.clear()  # the signal rate limit counts per pod
     job = Job.objects.create(

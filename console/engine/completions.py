@@ -3,7 +3,8 @@
 /dev/termination-log reported its outcome without posting anything.
 
 Only the pods that changed in a cycle are read, once the cycle committed: a termination is a
-change of its pod, and a pod re-read later finds its message stored already (jobs.fallbacks).
+change of its pod, and a pod re-read later finds its message stored already
+(jobs.workload.fallbacks).
 A completion that stops its Job (policy `stop_on_completion`) leaves an accepted Operation, so
 the next cycle plans the Job (rows.needing_attention) and scales its StatefulSets to 0.
 """
@@ -16,8 +17,8 @@ from console.engine.observe import Change
 from console.engine.stored import thaw
 from console.kube.observations import PodObs, TerminationCompletion
 from jobs.choices import SignalSource
-from jobs.fallbacks import completion_signal, record_fallback
 from jobs.models import Job
+from jobs.workload.fallbacks import completion_signal, record_fallback
 
 # How a stored pod with a completion reads (console.engine.stored: orjson writes no spaces):
 # the other pods are passed over without being parsed.

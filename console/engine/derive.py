@@ -49,7 +49,6 @@ from jobs.models import Job, Workflow
 from jobs.status.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.status.observed import TaskView, addon_view, task_view
 from jobs.status.problems import node_message, pod_reason
-from jobs.workload import counted_children
 from workers.models import PodInstance
 
 
@@ -357,7 +356,7 @@ def derive_workflows(state: State, changes: Changes, now: datetime) -> None:
     ours = {job.pk: JobPhase(job.phase) for job in state.jobs if job.delete_requested_at is None}
     children: dict[int, list[JobPhase]] = defaultdict(list)
     rows = Job.objects.filter(workflow_id__in=ids, delete_requested_at__isnull=True)
-    for child in counted_children(rows, ours):
+    for child in rows.counted_children(ours):
         children[child.workflow_id or 0].append(child.phase)
     stored = Workflow.objects.filter(pk__in=ids).values_list(
         "pk", "phase", "message", "finished_at"

@@ -1,7 +1,8 @@
 """Progress read from RLinf's own log lines (docs/workload-signals.md, "Fallbacks"): for each
 Running Job whose policy `progress_from_logs` is on, the tail of its head pod's log becomes
-Progress messages labelled as read from logs (jobs.rlinf_logs, jobs.fallbacks). A Celery beat
-entry runs it at a low rate, TRAINYARD_LOG_PROGRESS_SECONDS (once a minute by default).
+Progress messages labelled as read from logs (jobs.workload.rlinf_logs,
+jobs.workload.fallbacks). A Celery beat entry runs it at a low rate,
+TRAINYARD_LOG_PROGRESS_SECONDS (once a minute by default).
 
 - The head pod is the first pod (by ordinal) of the Task named `head`, else of the first Task,
   read only while Running: the one that runs RLinf's runner and prints its progress.
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 from console.engine.logs import LogUnavailable, pod_log
 from console.kube.manifests import CONTAINER
 from jobs.choices import JobPhase, PodPhase, SignalSource
-from jobs.fallbacks import progress_signals, record_fallback
 from jobs.models import Job
-from jobs.rlinf_logs import parse_progress
+from jobs.workload.fallbacks import progress_signals, record_fallback
+from jobs.workload.rlinf_logs import parse_progress
 from workers.models import Worker
 
 logger = logging.getLogger(__name__)

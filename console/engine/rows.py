@@ -22,10 +22,9 @@ from console.models import Addon, Cluster, Node
 from console.statements import Statement
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
 from jobs.models import Job, Operation, Task, WorkflowEdge
-from jobs.signals import signal_token, signal_url
 from jobs.status.lifecycle import blocked_by
 from jobs.validators import shm_size_of
-from jobs.workload import counted_children
+from jobs.workload.intake import signal_token, signal_url
 from workers.models import PodInstance, Worker
 
 
@@ -478,7 +477,7 @@ def load_blocked(jobs: Sequence[JobRow]) -> dict[int, list[str]]:
     edges = WorkflowEdge.objects.filter(workflow_id__in=workflows).values_list(
         "upstream_id", "downstream_id"
     )
-    children = counted_children(Job.objects.filter(workflow_id__in=workflows))
+    children = Job.objects.filter(workflow_id__in=workflows).counted_children()
     names = {child.pk: child.name for child in children}
     phases = {child.pk: child.phase for child in children}
     return blocked_upstreams(jobs, list(edges), names, phases)

@@ -35,7 +35,7 @@ from jobs.status.attention import (
     workload_reason,
 )
 from jobs.status.freshness import is_stale, job_freshness
-from jobs.workload import workload_states
+from jobs.workload.report import workload_states
 
 ATTENTION_LIMIT = 50
 # The live Jobs whose workload spoke in their current run, judged per request (newest first):

@@ -23,7 +23,6 @@ from jobs.dag import DagLayout, DagNode, layout
 from jobs.diagnostics import shows_diagnostics
 from jobs.models import Task, Workflow
 from jobs.status.lifecycle import CycleError, blocked_by
-from jobs.workload import counted_children
 
 PAGE_SIZE = 50
 WORKFLOW_FIELDS = ("pk", "name", "project__name", "phase", "message", "created_at")
@@ -66,9 +65,9 @@ CHILD_FIELDS = ("pk", "name", "phase", "message", "cluster__name", "delete_reque
 
 def _children(workflow: Workflow) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The child Jobs (three queries whatever their number), each with the phase its Workflow
-    counts (`counted`: jobs.workload.counted_children), and the edges between them, by id."""
+    counts (`counted`: `JobQuerySet.counted_children`), and the edges between them, by id."""
     jobs = list(workflow.jobs.values(*CHILD_FIELDS).order_by("name", "pk"))
-    counted = {child.pk: child.phase for child in counted_children(workflow.jobs.all())}
+    counted = {child.pk: child.phase for child in workflow.jobs.all().counted_children()}
     for job in jobs:
         job["counted"] = counted[job["pk"]]
     known = {str(job["pk"]) for job in jobs}

@@ -21,9 +21,9 @@ from console.models import Cluster, Membership
 from jobs.choices import JobPhase, TaskPhase
 from jobs.models import Job, Task
 from jobs.operations import create_job
-from jobs.signals import BATCH
 from jobs.spec import parse_job_spec
-from jobs.workload import record
+from jobs.workload.intake import BATCH
+from jobs.workload.report import record
 from tests.browser.conftest import log_in
 from tests.conftest import KUBECONFIG, open_cluster, open_project
 

@@ -19,7 +19,7 @@ from jobs import operations
 from jobs.choices import WorkloadState
 from jobs.models import Job, Operation, Signal, Task, WorkloadReport
 from jobs.spec import parse_job_spec
-from jobs.workload import workload_of
+from jobs.workload.report import workload_of
 from tests.engine.conftest import gateway, phase_of, sync_until, task
 from workers.models import PodInstance
 

@@ -21,7 +21,7 @@ from django.test import Client
 from console.engine.cycle import sync_cluster
 from console.models import ApiToken, Cluster
 from jobs.models import Job, Signal
-from jobs.workload import workload_of
+from jobs.workload.report import workload_of
 from simcluster.server import SimCluster
 from tests.engine.conftest import phase_of
 from tests.simcluster.conftest import connect

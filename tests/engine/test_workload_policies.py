@@ -13,14 +13,14 @@ from console.kube.gateway import STATEFULSETS
 from console.models import Cluster
 from jobs import operations
 from jobs.models import Job, Operation, Workflow
-from jobs.signals import BATCH
 from jobs.spec import parse_workflow_spec
-from jobs.workload import record, workload_of
+from jobs.workload.intake import BATCH
+from jobs.workload.report import record, workload_of
 from tests.engine.conftest import gateway, phase_of, submit, sync_until, task
 
 
 def complete(job: Job, outcome: str = "succeeded") -> None:
-    """What the job's head pod posts when its training ends (jobs.workload.record, as the
+    """What the job's head pod posts when its training ends (jobs.workload.report.record, as the
     signals endpoint calls it)."""
     job.refresh_from_db()
     message = {"kind": "completion", "pod": f"{job.name}-head-0", "uid": "u", "seq": 1}

@@ -19,7 +19,7 @@ from django.core.cache import cache
 from console.engine.log_progress import read_progress_from_logs
 from console.models import Cluster
 from jobs.models import Job, WorkloadReport
-from jobs.workload import workload_of
+from jobs.workload.report import workload_of
 from simcluster.server import SimCluster
 from tests.engine.conftest import phase_of, submit, sync_until, task
 

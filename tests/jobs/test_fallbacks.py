@@ -12,7 +12,8 @@ from django.core.cache import cache
 
 from console.models import Cluster
 from jobs.choices import SignalSource
-from jobs.fallbacks import (
+from jobs.models import Job, Signal, WorkloadReport
+from jobs.workload.fallbacks import (
     LOG_SEQ,
     TERMINATION_SEQ,
     completion_signal,
@@ -20,8 +21,7 @@ from jobs.fallbacks import (
     progress_signals,
     record_fallback,
 )
-from jobs.models import Job, Signal, WorkloadReport
-from jobs.rlinf_logs import LogProgress
+from jobs.workload.rlinf_logs import LogProgress
 
 POD, UID = "rl-head-0", "4b1c-uid"
 AT = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.rlinf_logs import MAX_METRICS, parse_progress, split_stamp
+from jobs.workload.rlinf_logs import MAX_METRICS, parse_progress, split_stamp
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

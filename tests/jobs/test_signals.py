@@ -17,8 +17,8 @@ from django.test import Client
 from console import metrics
 from console.models import ApiToken, Cluster
 from jobs.models import Job, Signal
-from jobs.signals import BATCH, signal_token, token_owner
-from jobs.workload import record
+from jobs.workload.intake import BATCH, signal_token, token_owner
+from jobs.workload.report import record
 
 POD, UID = "ppo-math-head-0", "0f5a3c1e-uid"
 VALID: dict[str, dict[str, Any]] = {

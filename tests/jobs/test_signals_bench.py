@@ -7,7 +7,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from bench.signals import PODS_PER_JOB, ROUNDS, message, scenario
-from jobs.signals import BATCH, MAX_BATCH, MAX_METRICS
+from jobs.workload.intake import BATCH, MAX_BATCH, MAX_METRICS
 
 STARTED = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from django.test import Client
 
 from console.models import Cluster
 from jobs.models import Job, Signal, WorkloadReport
-from jobs.signals import signal_token
+from jobs.workload.intake import signal_token
 
 THREADS = 2
 ROUNDS = 10

@@ -1,5 +1,6 @@
-"""The workload state (jobs.status.workload) from signals folded into the report (jobs.workload),
-the API's `workload` and `policies`, stop_on_completion and advance_on_workload_success."""
+"""The workload state (jobs.status.workload) from signals folded into the report
+(jobs.workload.report), the API's `workload` and `policies`, stop_on_completion and
+advance_on_workload_success."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from django.test import Client
 from console.models import ApiToken, Cluster
 from jobs.choices import JobPhase, SignalSource, WorkloadState
 from jobs.models import Job, Operation, Workflow, WorkflowEdge, WorkloadReport
-from jobs.signals import BATCH, SignalBase, signal_token
 from jobs.spec import SpecInvalid, parse_job_spec
 from jobs.status.workload import STALL_FLOOR, Policies, derive, stall_threshold, step_seconds
-from jobs.workload import counted_children, record, report_of, workload_of
+from jobs.workload.intake import BATCH, SignalBase, signal_token
+from jobs.workload.report import record, report_of, workload_of
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 POD, UID = "ppo-head-0", "uid-a"
@@ -321,5 +322,5 @@ def test_a_child_whose_workload_succeeded_counts_as_succeeded_only_with_the_poli
     Job.objects.filter(pk__in=[first.pk, second.pk]).update(workflow=workflow)
     WorkflowEdge.objects.create(workflow=workflow, upstream=first, downstream=second)
     say(first, T0, {"kind": "completion", "seq": 1, "outcome": "succeeded"})
-    counted = {child.name: child.phase for child in counted_children(workflow.jobs.all())}
+    counted = {child.name: child.phase for child in workflow.jobs.all().counted_children()}
     assert counted == {"a": JobPhase.SUCCEEDED if advance else JobPhase.RUNNING, "b": "Running"}

@@ -225,7 +225,7 @@ def url_names() -> set[str]:
     """Every named route but the admin's (test_the_admin_is_for_staff covers those) and the
     API operations the OpenAPI document lists (API covers those)."""
     described = {
-        operation["operationId"].removeprefix("jobs_api_")
+        operation["operationId"]
         for methods in api.get_openapi_schema()["paths"].values()
         for operation in methods.values()
     }

@@ -23,8 +23,8 @@ from jobs.choices import Action, JobPhase, WorkloadState
 from jobs.messages import Message
 from jobs.models import Job, Workflow
 from jobs.records import Result, record_operation
-from jobs.signals import BATCH, signal_token
-from jobs.workload import record
+from jobs.workload.intake import BATCH, signal_token
+from jobs.workload.report import record
 from tests.web.test_jobs import (
     HTMX,
     NOW,
@@ -46,7 +46,7 @@ SEQ = count(1)
 
 
 def post(job: Job, *messages: dict[str, Any], pod: str = "train-worker-0") -> None:
-    """The job's pod says something (jobs.workload.record, as the signals endpoint does)."""
+    """The job's pod says something (jobs.workload.report.record, as the signals endpoint does)."""
     items = BATCH.validate_python(
         [{"pod": pod, "uid": "uid-0", "seq": next(SEQ), **message} for message in messages]
     )

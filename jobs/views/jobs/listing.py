@@ -24,7 +24,7 @@ from jobs.models import Job
 from jobs.status import freshness as status
 from jobs.status.workload import Workload
 from jobs.views.jobs.common import cluster_state
-from jobs.workload import REPORT_ONLY, with_workload, workload_of
+from jobs.workload.report import REPORT_ONLY, with_workload, workload_of
 
 PAGE_SIZE = 50
 # What a row shows (no `spec`: its JSON is the largest column; `with_workload` reads its

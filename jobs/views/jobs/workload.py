@@ -1,4 +1,4 @@
-"""The job page's Workload panel: the API's `workload` object (jobs.workload.describe), never
+"""The job page's Workload panel: the API's `workload` object (jobs.workload.report.describe), never
 derived again here, with small sparklines of the step rate and of up to three metrics drawn on
 the server from the run's stored progress points (one bounded query)."""
 
@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 
 from jobs.messages import encode
 from jobs.models import Job, Signal
-from jobs.workload import describe, workload_of
+from jobs.workload.report import describe, workload_of
 
 # The newest progress points read (compaction keeps about TRAINYARD_SIGNAL_PROGRESS_POINTS per
 # run, plus the last minutes'), thinned to SPARK_POINTS for a line 160 px wide.

@@ -1,11 +1,11 @@
 """The workload's word when its code says nothing (issue 10, "Fallbacks with no code change"): a
 completion JSON a container wrote to its termination message, and RLinf's progress lines in the
-head pod's log. Each becomes an ordinary message recorded through `jobs.workload.record`,
+head pod's log. Each becomes an ordinary message recorded through `jobs.workload.report.record`,
 labelled with where it was read (SignalSource).
 
 Each is keyed like a posted message, (pod, pod UID, seq), with a negative seq: a posted one is
-never negative (jobs.signals), so the two never meet (docs/decisions.md, "Fallbacks: sequence
-numbers"). Reading the same thing again gives the same key, a duplicate:
+never negative (jobs.workload.intake), so the two never meet (docs/decisions.md, "Fallbacks:
+sequence numbers"). Reading the same thing again gives the same key, a duplicate:
 - a termination message: TERMINATION_SEQ + the container's run (0 for the first, then its
   restart count), the same whether read from `state` or, after a restart, `lastState`;
 - a progress line: LOG_SEQ + the container's run * RUN_STRIDE + the step, so a restarted
@@ -24,13 +24,13 @@ from pydantic import ValidationError
 
 from jobs.choices import SignalSource
 from jobs.models import Job, Signal
-from jobs.rlinf_logs import LogProgress
-from jobs.signals import Completion, Progress, SignalBase
-from jobs.workload import Recorded, record
+from jobs.workload.intake import Completion, Progress, SignalBase
+from jobs.workload.report import Recorded, record
+from jobs.workload.rlinf_logs import LogProgress
 
 TERMINATION_SEQ = -(2**62)  # up to LOG_SEQ: 2**61 container runs
 LOG_SEQ = -(2**61)  # up to 0
-RUN_STRIDE = 2**32  # above any step (jobs.signals: steps are below 2**31)
+RUN_STRIDE = 2**32  # above any step (jobs.workload.intake: steps are below 2**31)
 MAX_RUNS = 2**29 - 1  # LOG_SEQ's range holds this many container runs
 
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-MAX_METRICS = 32  # jobs.signals.MAX_METRICS: the first ones read are kept
+MAX_METRICS = 32  # jobs.workload.intake.MAX_METRICS: the first ones read are kept
 MAX_NAME = 64
 
 # The API server's timestamp: RFC 3339 with up to nanoseconds (Python reads microseconds).

@@ -24,14 +24,14 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from console.statements import Statement
-from jobs import signals
 from jobs.choices import Action, JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
 from jobs.models import Job, WorkloadReport
 from jobs.records import Result, record_operation
-from jobs.signals import COMMON, SignalBase
-from jobs.status.lifecycle import TransitionRefused, counted_phase, phase_after_stop
+from jobs.status.lifecycle import TransitionRefused, phase_after_stop
 from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive, judge
+from jobs.workload import intake
+from jobs.workload.intake import COMMON, SignalBase
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,10 @@ def record(
     requests carry none)."""
     now = timezone.now()
     with transaction.atomic():
-        rows, accepted = signals.insert(job_id, run, items, source, now)
+        rows, accepted = intake.insert(job_id, run, items, source, now)
         folded = fold(job_id, run, items, source, now)
     if folded.compact:
-        signals.compact(job_id, run, now)
+        intake.compact(job_id, run, now)
     stopped = False
     job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
@@ -104,7 +104,7 @@ def _entry(item: SignalBase, source: SignalSource, now: datetime) -> dict[str, A
 @dataclass(frozen=True)
 class Folded:
     outcome: str  # the completion outcome the messages carried, else ""
-    compact: bool  # the run's signals are due for compaction (jobs.signals.compact)
+    compact: bool  # the run's signals are due for compaction (jobs.workload.intake.compact)
 
 
 def fold(
@@ -126,7 +126,7 @@ def fold(
         for item in sorted(items, key=lambda item: item.at or now):
             outcome = _fold_one(report, _entry(item, source, now), item.at or now) or outcome
         report.last_received_at = max(report.last_received_at, now)
-        compact = report.compacted_at is None or now - report.compacted_at >= signals.COMPACT_EVERY
+        compact = report.compacted_at is None or now - report.compacted_at >= intake.COMPACT_EVERY
         if compact:
             report.compacted_at = now
         after = _rarely_changed(report)
@@ -268,47 +268,6 @@ def with_workload(jobs: QuerySet[Job]) -> QuerySet[Job]:
 def _policies() -> dict[str, KeyTransform]:
     """The Job's policies read out of its spec by the database, as the annotation POLICIES."""
     return {POLICIES: KeyTransform("policies", "spec")}
-
-
-# --- Workflows ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Child:
-    """A child Job of a Workflow with its phase as the Workflow counts it."""
-
-    pk: int
-    name: str
-    workflow_id: int | None
-    phase: JobPhase
-
-
-def counted_children(
-    children: QuerySet[Job], phases: Mapping[int, JobPhase] | None = None
-) -> list[Child]:
-    """Each child with its phase as its Workflow counts it (lifecycle.counted_phase): with the
-    Workflow's `advance_on_workload_success`, a child whose workload reported success in its
-    current run counts as Succeeded. `phases` overrides stored phases (the sync's fresh ones).
-    One query."""
-    rows = children.values_list(
-        "pk", "name", "workflow_id", "phase", "run", "workload__run", "workload__outcome",
-        "workflow__policies",
-    )  # fmt: skip
-    phases = phases or {}
-    counted = []
-    for pk, name, workflow_id, phase, run, report_run, outcome, policies in rows:
-        succeeded = report_run == run and outcome == "succeeded"
-        advance = bool((policies or {}).get("advance_on_workload_success"))
-        own = phases.get(pk, JobPhase(phase))
-        counted.append(
-            Child(
-                pk,
-                name,
-                workflow_id,
-                counted_phase(own, workload_succeeded=succeeded, advance=advance),
-            )
-        )
-    return counted
 
 
 # --- one description for the page, the fragment and the API ------------------------------------

@@ -10,7 +10,7 @@ compacted to the latest per pod UID, progress is thinned to a bounded number of 
 run, and the other kinds keep their latest few, at most once a minute per Job run (decided under
 the Job report's row lock, so for every web process together): over a 3-day run the table stays
 bounded and most requests compact nothing: one INSERT, then the fold into the Job's report
-(jobs.workload), in one transaction.
+(jobs.workload.report), in one transaction.
 """
 
 from __future__ import annotations
@@ -194,8 +194,8 @@ COMPACT_EVERY = timedelta(minutes=1)  # a Job run's signals compacted at most th
 
 def compact(job_id: int, run: int, now: datetime) -> None:
     """Bound the rows of a Job run: one statement per rule covers every pod of the Job, so the
-    work follows the Jobs, not the pods. The fold decides when (jobs.workload: at most once per
-    COMPACT_EVERY, under the report row's lock), so most requests compact nothing. Rows
+    work follows the Jobs, not the pods. The fold decides when (jobs.workload.report: at most
+    once per COMPACT_EVERY, under the report row's lock), so most requests compact nothing. Rows
     received within TRAINYARD_SIGNAL_KEEP_SECONDS are never removed, so a client's retry
     within that window is still recognised as a duplicate."""
     keep = timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS)
