@@ -454,8 +454,10 @@ MIDDLEWARE = [
 TRAINYARD_METRICS_TOKEN = env("TRAINYARD_METRICS_TOKEN")
 
 TRAINYARD_LOG_FORMAT = env_choice("TRAINYARD_LOG_FORMAT", "text", ("text", "json"))
-if TRAINYARD_LOG_FORMAT == "json":  # one JSON object per line and event (console/logs.py)
-    LOGGING["formatters"] = {"json": {"()": "console.logs.JsonFormatter"}}
+if (
+    TRAINYARD_LOG_FORMAT == "json"
+):  # one JSON object per line and event (console/structured_logging.py)
+    LOGGING["formatters"] = {"json": {"()": "console.structured_logging.JsonFormatter"}}
     LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]
 
 # Static files are served by the web process itself (whitenoise), from a directory the image

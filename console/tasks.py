@@ -7,7 +7,7 @@ import time
 
 from celery import shared_task
 
-from console.logs import log_context
+from console.structured_logging import log_context
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ page, its fragment, the download and the JSON API.
   authorised operators"; jobs.diagnostics decides who they are).
 - Always a tail, read through the API server with `tailLines` and `limitBytes`, never stored.
 
-This module is the pages' and the API's one way to the engine (`console.engine.logs`, a read on
-demand, answered while the reader waits): they import it, never the engine (docs/decisions.md).
+This module is the pages' and the API's one way to the engine (`console.engine.live_reads`, a read
+on demand, answered while the reader waits): they import it, never the engine (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.utils.translation import gettext as _
 
-from console.engine.logs import CONTAINERS, LogTail, LogUnavailable, PodEvent, pod_events, pod_log
+from console.engine.live_reads import (
+    CONTAINERS,
+    LogTail,
+    LogUnavailable,
+    PodEvent,
+    pod_events,
+    pod_log,
+)
 from jobs.access import User, is_operator, operates_in
 from jobs.diagnostics import shows_diagnostics
 from jobs.messages import encode, render_text

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from simcluster import images
 from simcluster.clock import go_duration
+from simcluster.container import RAY_CHECK_EVERY, RAY_CHECK_FIRST, Instance, Kind
 from simcluster.nodeinfo import SimNode
 from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, crash_backoff_message
 from simcluster.trainer import Trainer
-from simcluster.workload import RAY_CHECK_EVERY, RAY_CHECK_FIRST, Instance, Kind
 
 SANDBOX_SECONDS = 1.0
 TERMINATION_MESSAGE_BYTES = 4096  # what the kubelet keeps of terminationMessagePath

@@ -14,6 +14,7 @@ from typing import Any
 
 from simcluster import errors
 from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, parse_rfc3339, rfc3339_nano
+from simcluster.container import Instance, Kind, behaviour_of, log_lines
 from simcluster.containers import ContainerDriver
 from simcluster.context import Context, object_reference
 from simcluster.downward import environment
@@ -23,7 +24,6 @@ from simcluster.signals import SignalPoster
 from simcluster.store import Key, Version
 from simcluster.trainer import Trainer
 from simcluster.volumes import Files, mounts_of
-from simcluster.workload import Instance, Kind, behaviour_of, log_lines
 
 Obj = dict[str, Any]
 JOB_LABEL = "trainyard.io/job"  # the console's label on every pod of a Job (console/kube)

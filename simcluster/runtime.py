@@ -8,8 +8,8 @@ from enum import StrEnum
 from typing import Any
 
 from simcluster.clock import go_duration, rfc3339
+from simcluster.container import Behaviour, Instance
 from simcluster.volumes import Mount
-from simcluster.workload import Behaviour, Instance
 
 Obj = dict[str, Any]
 OWN_CONDITIONS = (

@@ -34,11 +34,11 @@ from typing import Any
 
 from client.trainyard_driver import Completion, exit_completion, marked, marker_text
 from simcluster import training
+from simcluster.container import Instance
 from simcluster.runtime import ContainerRuntime, PodRuntime
 from simcluster.signals import Sender, SignalPoster
 from simcluster.training import EPSILON, DriverOptions, TrainOptions, TrainRun, logger_line
 from simcluster.volumes import Files
-from simcluster.workload import Instance
 
 NODE_CHECK_SECONDS = 1.0
 MAX_TERMINATION_MESSAGE = 4096  # the kubelet reads at most this much of the file

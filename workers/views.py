@@ -32,7 +32,7 @@ INSTANCE_LIMIT = 500
 
 
 @dataclass(frozen=True)
-class WorkerRow:
+class ShownWorker:
     worker: Worker
     last_reported_at: datetime
     missing: bool
@@ -144,14 +144,14 @@ _SUMMARY = Statement(_counts, int, datetime)
 _SUMMARY_UNOBSERVED = Statement(lambda task_id: _counts(task_id, None), int)
 
 
-def _worker_rows(job: Job, task: Task, workers: list[Worker]) -> list[WorkerRow]:
+def _worker_rows(job: Job, task: Task, workers: list[Worker]) -> list[ShownWorker]:
     names = {worker.node_name for worker in workers if worker.node_name}
     offline = set(
         Node.objects.filter(cluster=job.cluster_id, name__in=names, phase=Node.Phase.OFFLINE)
         .values_list("name", flat=True)
     )  # fmt: skip
     return [
-        WorkerRow(
+        ShownWorker(
             worker,
             status.worker_last_reported_at(worker, task, job.cluster),
             status.worker_missing(worker, task),
@@ -161,7 +161,7 @@ def _worker_rows(job: Job, task: Task, workers: list[Worker]) -> list[WorkerRow]
     ]
 
 
-def _row_key(row: WorkerRow) -> tuple[object, ...]:
+def _row_key(row: ShownWorker) -> tuple[object, ...]:
     worker = row.worker
     return (worker.pod_name, worker.node_name, worker.ip, worker.phase, worker.ready,
             worker.reason, worker.message, worker.restart_count, row.missing,
@@ -185,21 +185,21 @@ class Moment:
 
 
 @dataclass(frozen=True)
-class InstanceRow:
+class ShownInstance:
     instance: PodInstance
     first_seen: Moment | None
     last_seen: Moment | None
     gone: Moment | None
 
 
-def _instances(task: Task, cluster: Cluster, pod_names: list[str]) -> list[InstanceRow]:
+def _instances(task: Task, cluster: Cluster, pod_names: list[str]) -> list[ShownInstance]:
     """The instance history of the pods on this page, oldest first per pod, at most
     INSTANCE_LIMIT (the most recent); each with when it was last seen."""
     recent = task.pod_instances.filter(pod_name__in=pod_names)
     recent = recent.order_by("-first_seen_at", "-pk")[:INSTANCE_LIMIT]
     ordered = sorted(recent, key=lambda i: (len(i.pod_name), i.pod_name, i.first_seen_at))
     return [
-        InstanceRow(
+        ShownInstance(
             i,
             Moment.of(i.first_seen_at),
             Moment.of(status.instance_last_seen_at(i, cluster)),

@@ -39,7 +39,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from console import kubeconfig
-from console.engine import observed
+from console.engine import memory
 from console.engine.apply import apply_job, record, unreachable_reason
 from console.engine.completions import record_completions
 from console.engine.derive import (
@@ -51,8 +51,8 @@ from console.engine.derive import (
     derive_nodes,
     derive_workflows,
 )
+from console.engine.memory import Snapshot, Touched
 from console.engine.observe import Change, Reading, relist_all, watch_all
-from console.engine.observed import Snapshot, Touched
 from console.engine.one_job import gateway_for
 from console.engine.plan import JobObjects, group_by_job, plan
 from console.engine.rows import (
@@ -273,7 +273,7 @@ def read(gateway: Gateway, cluster: Cluster, now: datetime) -> Reading:
             return watch_all(gateway, cluster.watch_cursors, settings.TRAINYARD_WATCH_SECONDS)
         except WatchExpired as expired:
             logger.info("cluster %s: %s; relisting", cluster.name, expired)
-    return relist_all(gateway, observed.stored(cluster.pk))
+    return relist_all(gateway, memory.stored(cluster.pk))
 
 
 def drifted(cluster_id: int, changes: Sequence[Change]) -> set[int]:
@@ -281,7 +281,7 @@ def drifted(cluster_id: int, changes: Sequence[Change]) -> set[int]:
     rescaled behind the console's back while nothing said so): the periodic drift check."""
     jobs = job_rows(Q(cluster_id=cluster_id))
     workloads = ("statefulsets", "jobs", "services")
-    snapshot = observed.load(cluster_id, Touched(everything=True), changes, only=workloads)
+    snapshot = memory.load(cluster_id, Touched(everything=True), changes, only=workloads)
     items: list[WorkloadObs] = [*snapshot.statefulsets, *snapshot.batch_jobs]
     objects = group_by_job(items, snapshot.services)
     return {job.pk for job in jobs if plan(job, objects.get(job.pk, JobObjects()))}
@@ -289,7 +289,7 @@ def drifted(cluster_id: int, changes: Sequence[Change]) -> set[int]:
 
 def touched(cluster: Cluster, reading: Reading) -> Touched:
     attention = needing_attention(cluster.pk)
-    result = observed.touched(cluster.pk, reading.changes, attention)
+    result = memory.touched(cluster.pk, reading.changes, attention)
     result.addons = result.addons or addons_need_attention(cluster.pk)
     result.everything = cluster.relisted_at is None  # the first cycle: every row is compared
     if reading.relisted and not result.everything:
@@ -315,7 +315,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         gateway = gateway_for(cluster)
         reading = read(gateway, cluster, now)
         scope = touched(cluster, reading)
-        snapshot = observed.load(cluster.pk, scope, reading.changes, noted=pods_of_note(scope))
+        snapshot = memory.load(cluster.pk, scope, reading.changes, noted=pods_of_note(scope))
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         return _unreachable(cluster, lease, now, error, started)
     state = load_state(cluster, scope, snapshot.pods)
@@ -325,7 +325,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     derive_blocked(state)
     reconciled = reconcile_cluster(gateway, state, snapshot, now)
     allocated = {name: row.gpu_allocated for name, row in state.nodes.items()}
-    gpus = observed.gpus_by_node(
+    gpus = memory.gpus_by_node(
         cluster.pk, scope, reading.changes, allocated, incremental=not reading.relisted
     )
     changes = _derive(state, with_answers(snapshot, reconciled.answered), gpus, now)
@@ -333,7 +333,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     if held is None:  # the derivation outlived the lease: another cycle owns the rows now
         return SyncResult(cluster_id, cluster.name, skipped=True)
     with transaction.atomic():
-        rows = observed.save(cluster.pk, reading.changes)
+        rows = memory.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
     record_completions(cluster_id, reading.changes)
     relisted_at = now if reading.relisted else cluster.relisted_at

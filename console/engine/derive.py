@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from console.engine.observed import Snapshot
+from console.engine.memory import Snapshot
 from console.engine.rows import (
     ADDON_FACTS,
     NODE_FACTS,
@@ -298,7 +298,7 @@ def derive_nodes(
     state: State, snapshot: Snapshot, gpus: Mapping[str, int], changes: Changes, now: datetime
 ) -> None:
     """Spec §Node status: Online/Offline, `unschedulable` apart. Vanished nodes are deleted.
-    `gpus`: the GPUs held on each node (observed.gpus_by_node)."""
+    `gpus`: the GPUs held on each node (memory.gpus_by_node)."""
     for node in snapshot.nodes:
         phase = Node.Phase.ONLINE if node.online else Node.Phase.OFFLINE
         row = state.nodes.get(node.name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from console.engine.logs import LogUnavailable, pod_log
+from console.engine.live_reads import LogUnavailable, pod_log
 from console.kube.manifests import CONTAINER
 from jobs.choices import JobPhase, PodPhase, SignalSource
 from jobs.models import Job

@@ -15,7 +15,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
 
-from console.engine.observed import BATCH, Touched
+from console.engine.memory import BATCH, Touched
 from console.kube.manifests import Target
 from console.kube.observations import PodObs
 from console.models import Addon, Cluster, Node

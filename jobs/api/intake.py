@@ -47,7 +47,9 @@ def _signal_run(request: HttpRequest, job_id: int) -> tuple[int, str]:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     owner = intake.token_owner(token.strip()) if scheme.lower() == "bearer" else None
     if owner is None:
-        raise SignalRefused(401, "signals.token", "Send the Job's TRAINYARD_SIGNAL_TOKEN as Bearer.")
+        raise SignalRefused(
+            401, "signals.token", "Send the Job's TRAINYARD_SIGNAL_TOKEN as Bearer."
+        )
     # Only what every request needs (record reads the Job when a completion acts on it).
     job = _RUN_AND_CLUSTER.first(job_id)
     if owner[0] != job_id:

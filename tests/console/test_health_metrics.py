@@ -28,8 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from console import metrics
 from console.celery import app as celery_app
 from console.engine.cycle import SyncResult
-from console.logs import JsonFormatter, log_context
 from console.models import Cluster, SyncStats
+from console.structured_logging import JsonFormatter, log_context
 from console.tasks import sync_cluster
 from jobs.choices import JobPhase
 from jobs.models import Job

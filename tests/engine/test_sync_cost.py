@@ -13,11 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
-from console.engine import observed
+from console.engine import memory
 from console.engine.cycle import SyncResult, sync_cluster
 from console.engine.derive import Index, derive_jobs
+from console.engine.memory import Touched
 from console.engine.observe import relist_all
-from console.engine.observed import Touched
 from console.engine.rows import load_state
 from console.engine.write import Changes, write
 from console.kube.gateway import STATEFULSETS
@@ -162,8 +162,8 @@ def test_it_never_overwrites_a_stop_made_during_the_cycle(alice: User, cluster: 
         time.sleep(0.05)
     everything = Touched(everything=True)
     state = load_state(Cluster.objects.get(pk=cluster.pk), everything)
-    reading = relist_all(gateway(cluster), observed.stored(cluster.pk))
-    snapshot = observed.load(cluster.pk, everything, reading.changes)
+    reading = relist_all(gateway(cluster), memory.stored(cluster.pk))
+    snapshot = memory.load(cluster.pk, everything, reading.changes)
     changes = Changes()
     derive_jobs(state, Index.of(snapshot), changes, timezone.now())
     assert [change.fields["phase"] for change in changes.jobs] == ["Running"]

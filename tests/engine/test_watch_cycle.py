@@ -16,9 +16,9 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from console.engine import cycle, observed
+from console.engine import cycle, memory
 from console.engine.cycle import SyncResult, sync_cluster
-from console.engine.observed import Touched
+from console.engine.memory import Touched
 from console.engine.rows import load_state
 from console.kube.gateway import PODS, STATEFULSETS
 from console.models import Cluster, ObservedObject
@@ -212,8 +212,8 @@ def test_a_worker_killed_before_committing_leaves_the_events_to_the_next_cycle(
     script = textwrap.dedent(f"""
         import os, signal, django
         django.setup()
-        from console.engine import cycle, observed
-        observed.save = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
+        from console.engine import cycle, memory
+        memory.save = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
         cycle.sync_cluster({cluster.pk})
     """)
     env = {**os.environ, "DATABASE_URL": database_url(), "TRAINYARD_VAR_DIR": str(tmp_path)}
@@ -240,7 +240,7 @@ def test_a_changed_pod_rewrites_its_own_worker_and_keeps_the_others_present(
     job = running(alice, cluster, replicas=3)
     uid = (gateway(cluster).get(PODS, "default", "train-worker-0") or {})["metadata"]["uid"]
     scope = Touched(jobs={job.pk}, pods={uid})
-    snapshot = observed.load(cluster.pk, scope, [])
+    snapshot = memory.load(cluster.pk, scope, [])
     state = load_state(Cluster.objects.get(pk=cluster.pk), scope, snapshot.pods)
     assert [list(workers) for workers in state.workers.values()] == [["train-worker-0"]]
     assert list(state.instances) == [uid]

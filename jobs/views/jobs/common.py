@@ -38,7 +38,7 @@ def can_operate(user: User, job: Job) -> bool:
 
 
 @dataclass(frozen=True)
-class TaskRow:
+class ShownTask:
     """A Task with its Worker counts and when the cluster last reported on it. `worker_count`
     counts the pods in the last report only; `unreported_count` the rows missing from it."""
 

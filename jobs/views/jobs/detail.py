@@ -30,9 +30,9 @@ from jobs.status import freshness as status
 from jobs.status.lifecycle import allowed_actions
 from jobs.status.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose
 from jobs.status.workload import Policies
-from jobs.views.jobs.common import ClusterState, TaskRow, can_operate, cluster_state
+from jobs.views.jobs.common import ClusterState, ShownTask, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
-from jobs.views.jobs.workload import panel_key, with_sparklines, workload_panel
+from jobs.views.jobs.workload_panel import panel_key, with_sparklines, workload_panel
 from workers.models import Worker
 
 HISTORY_LIMIT = 20
@@ -77,7 +77,7 @@ class StatusFacts:
 
     now: datetime
     cluster: ClusterState
-    tasks: list[TaskRow]
+    tasks: list[ShownTask]
     operations: list[Operation]
     actions: frozenset[Action]
     diagnostics: bool
@@ -180,14 +180,14 @@ def _actions(request: HtmxHttpRequest, job: Job) -> frozenset[Action]:
     return allowed_actions(JobPhase(job.phase), job.stopped)
 
 
-def _task_rows(job: Job, now: datetime) -> list[TaskRow]:
+def _task_rows(job: Job, now: datetime) -> list[ShownTask]:
     """Each Task with its Worker counts, counted in the database (no row per pod)."""
     missing = Q(workers__last_reported_at__lt=F("observed_at"))
     tasks = job.tasks.annotate(
         workers_total=Count("workers"), workers_missing=Count("workers", filter=missing)
     ).order_by("pk")
     return [
-        TaskRow(
+        ShownTask(
             task,
             status.task_freshness(task, job.cluster, now).observed_at,
             task.workers_total - task.workers_missing,  # type: ignore[attr-defined]
@@ -202,7 +202,7 @@ def _job_key(job: Job) -> tuple[object, ...]:
             job.finished_at)  # fmt: skip
 
 
-def _task_key(row: TaskRow) -> tuple[object, ...]:
+def _task_key(row: ShownTask) -> tuple[object, ...]:
     task = row.task
     return (task.pk, task.phase, task.message, task.desired_replicas, task.ready_replicas,
             task.workload_replicas, task.observed_at, task.applied_at, task.apply_error,
@@ -213,7 +213,7 @@ def _task_key(row: TaskRow) -> tuple[object, ...]:
 
 
 def _diagnosis(
-    job: Job, cluster: ClusterState, tasks: Sequence[TaskRow], diagnostics: bool
+    job: Job, cluster: ClusterState, tasks: Sequence[ShownTask], diagnostics: bool
 ) -> tuple[Diagnosis, bool]:
     """Spec §Troubleshooting over what the engine stored, as this user may see it: restart
     counts, exit codes and termination reasons only with diagnostics (jobs.diagnostics).

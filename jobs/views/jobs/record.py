@@ -22,7 +22,7 @@ from jobs.models import Job, Operation
 from jobs.records import recorded_by
 from jobs.status import freshness as status
 from jobs.status.troubleshoot import Diagnosis
-from jobs.views.jobs.common import TaskRow
+from jobs.views.jobs.common import ShownTask
 from workers.models import PodInstance, Worker
 
 # A record stays pasteable: the Job's first pods, then a count (the Worker rows list them all).
@@ -40,7 +40,7 @@ def record_text(request: HtmxHttpRequest, job: Job, context: dict[str, Any]) -> 
         "",
         *_job_lines(job, context),
     ]
-    rows: Sequence[TaskRow] = context["tasks"]
+    rows: Sequence[ShownTask] = context["tasks"]
     workers = _workers_by_task(rows)
     diagnostics: bool = context["diagnostics"]
     for row in rows:
@@ -109,7 +109,7 @@ def _job_lines(job: Job, context: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _task_lines(job: Job, row: TaskRow, diagnostics: bool) -> list[str]:
+def _task_lines(job: Job, row: ShownTask, diagnostics: bool) -> list[str]:
     task = row.task
     head = _("Task %(role)s (%(name)s, %(kind)s)") % {
         "role": task.role, "name": f"{job.name}-{task.role}", "kind": task.get_kind_display(),
@@ -135,7 +135,7 @@ def _applied(error: str, applied_at: datetime | None) -> str:
     return _("applied") if applied_at else _("not applied yet")
 
 
-def _workers_by_task(rows: Sequence[TaskRow]) -> dict[int, list[Worker]]:
+def _workers_by_task(rows: Sequence[ShownTask]) -> dict[int, list[Worker]]:
     """The Job's first RECORD_PODS Worker rows, by Task, in the order people count (one query
     whatever the number of Tasks)."""
     workers = Worker.objects.filter(task__in=[row.task.pk for row in rows])
@@ -146,7 +146,7 @@ def _workers_by_task(rows: Sequence[TaskRow]) -> dict[int, list[Worker]]:
     return by_task
 
 
-def _pod_lines(row: TaskRow, workers: Iterable[Worker], job: Job, diagnostics: bool) -> list[str]:
+def _pod_lines(row: ShownTask, workers: Iterable[Worker], job: Job, diagnostics: bool) -> list[str]:
     lines = []
     for worker in workers:
         missing = status.worker_missing(worker, row.task)
@@ -174,7 +174,7 @@ def _pod_lines(row: TaskRow, workers: Iterable[Worker], job: Job, diagnostics: b
     return lines
 
 
-def _instance_lines(rows: Sequence[TaskRow], job: Job) -> list[str]:
+def _instance_lines(rows: Sequence[ShownTask], job: Job) -> list[str]:
     """With diagnostics: every pod instance (UID) seen, oldest first per pod (the timeline the
     spec says an administrator otherwise builds from UID, creation and termination times)."""
     instances = PodInstance.objects.filter(task__in=[row.task for row in rows])
