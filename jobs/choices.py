@@ -96,3 +96,49 @@ WORKLOAD_ATTENTION = frozenset(
         WorkloadState.FAILED,
     }
 )
+
+
+class Problem(models.TextChoices):
+    """What the engine observed that looks wrong (spec §Troubleshooting): the troubleshooting
+    panel's findings (jobs.status.troubleshoot, whose ADVICE says what to do about each); the
+    pod problems among them are decided by jobs.status.problems.classify alone."""
+
+    APPLY_ERROR = "apply_error", _("Apply error")
+    TASK_FAILED = "task_failed", _("Task failed")
+    CLUSTER_UNREACHABLE = "cluster_unreachable", _("Cluster unreachable")
+    CLUSTER_STALE = "cluster_stale", _("Cluster data is stale")
+    NO_MATCHING_NODE = "no_matching_node", _("No node matches")
+    UNSCHEDULABLE = "unschedulable", _("Unschedulable")
+    NO_PODS = "no_pods", _("No pods reported")
+    NODE_OFFLINE = "node_offline", _("Node offline")
+    CRASH_LOOP = "crash_loop", _("Crash loop")
+    CONTAINER_EXITED = "container_exited", _("Container exited with an error")
+    RESTARTED = "restarted", _("Restarted after an error")
+    POD_FAILED = "pod_failed", _("Pod failed")
+    NOT_READY = "not_ready", _("Not ready")
+    NOT_IN_LAST_REPORT = "not_in_last_report", _("Not in the last report")
+    IMAGE_PULL = "image_pull", _("Image cannot be pulled")
+    OUT_OF_MEMORY = "out_of_memory", _("Out of memory (OOMKilled)")
+    EVICTED = "evicted", _("Evicted")
+    CONFIG_ERROR = "config_error", _("Container configuration error")
+    OTHER_REASON = "other_reason", _("Other Kubernetes reason")
+
+
+# What jobs.status.problems.classify can say about one pod (the rest are a Task's, a cluster's,
+# or a Worker row's absence from the last report).
+POD_PROBLEMS = frozenset(
+    {
+        Problem.NODE_OFFLINE,
+        Problem.EVICTED,
+        Problem.UNSCHEDULABLE,
+        Problem.IMAGE_PULL,
+        Problem.CONFIG_ERROR,
+        Problem.OUT_OF_MEMORY,
+        Problem.CRASH_LOOP,
+        Problem.POD_FAILED,
+        Problem.OTHER_REASON,
+        Problem.CONTAINER_EXITED,
+        Problem.RESTARTED,
+        Problem.NOT_READY,
+    }
+)

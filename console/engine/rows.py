@@ -341,10 +341,11 @@ def _workers(
 
 def pods_of_note(touched: Touched) -> Q:
     """The stored pods of the touched Jobs a Task's view needs besides the touched ones (a
-    filter on ObservedObject): those whose Worker may have a problem for the Task's message —
-    a superset of jobs.status.problems.pod_problem: a reason, phase Failed, a restart — and
-    every pod of a Task scaled to zero (its message counts them). The other pods neither
-    changed nor say anything in their Task's view."""
+    filter on ObservedObject): those whose Worker may have a problem the Task's message names
+    (jobs.status.problems.pod_problem, `classify`'s answer): a reason, phase Failed, a
+    restart — and every pod of a Task scaled to zero (its message counts them). The other pods
+    neither changed nor say anything in their Task's view; tests/jobs/test_pod_problems.py
+    proves it admits every pod the classifier flags for a Task's message."""
     noted = Q(reason__gt="") | Q(phase=PodPhase.FAILED) | Q(restart_count__gt=0)
     noted |= Q(task__desired_replicas=0) | Q(task__workload_replicas=0)
     workers = Worker.objects.filter(noted, task__job_id__any_of=touched.jobs)

@@ -16,10 +16,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from console.web import age_words_in_steps
-from jobs.choices import WORKLOAD_ATTENTION, JobPhase, WorkloadState
+from jobs.choices import WORKLOAD_ATTENTION, JobPhase, Problem, WorkloadState
 from jobs.messages import Message, encode, render_text
 from jobs.status.freshness import Freshness
-from jobs.status.troubleshoot import Diagnosis, FindingGroup, Problem
+from jobs.status.troubleshoot import Diagnosis, FindingGroup
 
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
 STUCK_PENDING_AFTER = timedelta(minutes=10)
