@@ -42,6 +42,25 @@ class WorkflowPhase(models.TextChoices):
     FAILED = "Failed", _("Failed")
 
 
+# Each vocabulary's class name is its schema's name in the OpenAPI document: a second "Phase"
+# would overwrite the first there (Node phases listed as Addon phases).
+class NodePhase(models.TextChoices):
+    """Spec §Node status: Ready True is Online, anything else Offline; `unschedulable` apart."""
+
+    ONLINE = "Online", _("Online")
+    OFFLINE = "Offline", _("Offline")
+
+
+class AddonPhase(models.TextChoices):
+    """Spec §Addon status: Ready means the desired version is reached, nothing more."""
+
+    PENDING = "Pending", _("Pending")
+    INSTALLING = "Installing", _("Installing")
+    READY = "Ready", _("Ready")
+    FAILED = "Failed", _("Failed")
+    UPGRADING = "Upgrading", _("Upgrading")
+
+
 class TaskKind(models.TextChoices):
     """The web console creates StatefulSet Tasks; the Task API may also create batch Jobs."""
 
