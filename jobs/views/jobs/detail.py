@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from console.models import Cluster, Node
-from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs import rlinf
 from jobs.access import get_job_for_user, jobs_for
 from jobs.attention import instance_details, pod_facts, task_facts
@@ -130,7 +130,7 @@ def job_context(
         "last_operation": operations[0] if operations else None,
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
-        "diagnostics": facts.diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
+        "diagnostics": facts.diagnostics, "poll": not terminal,
         "version": facts.version, "panel": with_sparklines(job, facts.panel),
         "policies": Policies.of(job.spec),
         "made_by_rlinf": job.spec.get("template") == rlinf.TEMPLATE,
