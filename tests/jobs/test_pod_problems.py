@@ -1,15 +1,19 @@
 """One pod classifier (spec §Troubleshooting a status that does not change): what makes a pod a
 problem is decided by `jobs.status.problems.classify` alone, the Task's message and the
-troubleshooting panel word its answer, and the two database filters that pick the pods worth
-reading (the engine's `pods_of_note`, the dashboard's `suspect_workers`) admit every pod it
-flags. One example pod per problem it knows, stored as the engine stores it."""
+troubleshooting panel word its answer, and the database filters that pick the pods worth
+reading (the engine's `pods_of_note`, the dashboard's `suspect_workers`, the job page's suspect
+Workers) admit every pod it flags. One example pod per problem it knows, stored as the engine
+stores it."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from console.engine.observed import Touched
@@ -194,3 +198,17 @@ def test_the_dashboard_filter_admits_every_pod_the_panel_flags(
     assert len(flagged) == len(EXAMPLES) - (0 if diagnostics.anywhere else 2)
     assert flagged <= admitted
     assert pods[len(EXAMPLES)].uid not in admitted
+
+
+def test_the_job_page_names_every_pod_the_classifier_flags(
+    client: Client, olga: User, job: Job
+) -> None:
+    """The job page's panel reads its own suspect Workers (jobs.views.jobs.detail): each flagged
+    pod is named there under its problem, as an operator (who sees exits) reads it."""
+    pods = _named(list(EXAMPLES.values()))
+    _store(job, pods, NODES)
+    client.force_login(olga)
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    for pod, problem in zip(pods, EXAMPLES, strict=True):
+        named = rf"<strong>{re.escape(str(problem.label))}</strong>: [^<]*\b{pod.name}\b"
+        assert re.search(named, html), problem

@@ -255,7 +255,8 @@ SUSPECT_FIELDS = (
 
 def _suspect_workers(job: Job, offline: Iterable[str]) -> list[Any]:
     """Worker rows that are not simply running and ready, or that the last sync did not report
-    (plain named rows: the panel needs no model instances)."""
+    (plain named rows: the panel needs no model instances): a superset of the pods
+    jobs.status.problems.classify flags, which tests/jobs/test_pod_problems.py holds."""
     suspect = (
         Q(ready=False) | ~Q(reason="") | Q(restart_count__gt=0) | Q(node_name__in=list(offline))
         | Q(last_reported_at__lt=F("task__observed_at"))
