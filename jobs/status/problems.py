@@ -29,6 +29,7 @@ OOM_EXIT_CODE = 137
 EVICTED = "Evicted"
 UNSCHEDULABLE = "Unschedulable"
 TERMINATING = "Terminating"
+TERMINATED = "Terminated"  # a container that ended without a reason (jobs.diagnostics too)
 # A container that could not be created from its configuration (a Secret, a volume missing).
 CONFIG_ERRORS = frozenset(
     {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
@@ -48,7 +49,7 @@ TERMINATION_REASONS = frozenset(
         "DeadlineExceeded",
         "StartError",
         "ContainerStatusUnknown",
-        "Terminated",
+        TERMINATED,
     }
 )
 # Worker reasons that say nothing wrong by themselves.
@@ -84,6 +85,8 @@ def pod_reason(pod: PodObs, nodes: Mapping[str, NodeObs]) -> tuple[str, str]:
 
 
 def _reason(pod: PodObs, nodes: Mapping[str, NodeObs]) -> tuple[str, Message | str]:
+    """Which of the pod's reasons its Worker row shows, in `classify`'s order (its node, the
+    pod's own verdict, its placement, then its container): `classify` judges that reason."""
     if pod.phase is None:
         return NODE_LOST, Message("worker.node_lost")
     if _node_down(pod, nodes):
@@ -98,7 +101,7 @@ def _reason(pod: PodObs, nodes: Mapping[str, NodeObs]) -> tuple[str, Message | s
     if pod.waiting_reason and pod.waiting_reason not in STARTING:
         return pod.waiting_reason, kubernetes(pod.waiting_message)
     if pod.terminated_now:
-        return pod.termination_reason or "Terminated", _exit(pod, "worker.")
+        return pod.termination_reason or TERMINATED, _exit(pod, "worker.")
     if pod.deleted_at is not None:
         return TERMINATING, Message("worker.terminating")
     if pod.waiting_reason:
