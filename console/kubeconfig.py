@@ -1,5 +1,6 @@
-"""Registered kubeconfigs: what the console accepts as a Cluster's credentials (pure: text in,
-parsed values or a refusal out; no cluster is contacted here).
+"""Registered kubeconfigs: what the console accepts as a Cluster's credentials (text in, parsed
+values or a refusal out; no cluster is contacted here, and no file is read but the one a
+Cluster names by path, `read_kubeconfig_file`).
 
 A kubeconfig can run code (`exec`, `auth-provider`) or make the console read files on its own
 host (`tokenFile`, `certificate-authority`, `client-certificate`, `client-key`, any `*-file`).

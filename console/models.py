@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.fields import KubeconfigField
+from jobs.choices import AddonPhase, NodePhase
 
 
 class Project(models.Model):
@@ -123,12 +124,7 @@ class Cluster(models.Model):
 class Node(models.Model):
     """A data-plane node. Online/Offline is its phase; `unschedulable` is a separate flag."""
 
-    # Each vocabulary's class name is its schema's name in the OpenAPI document: a second
-    # "Phase" would overwrite the first there (Node phases listed as Addon phases).
-    class NodePhase(models.TextChoices):
-        ONLINE = "Online", _("Online")
-        OFFLINE = "Offline", _("Offline")
-
+    # The vocabulary lives with the others (jobs.choices), where the status rules read it.
     Phase: TypeAlias = NodePhase  # noqa: UP040 (a `type` alias has no members at run time)
 
     cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="nodes")
@@ -156,14 +152,7 @@ class Node(models.Model):
 class Addon(models.Model):
     """A cluster add-on. Ready means the desired version is reached, nothing more."""
 
-    class AddonPhase(models.TextChoices):  # named for the OpenAPI document, as Node's
-        PENDING = "Pending", _("Pending")
-        INSTALLING = "Installing", _("Installing")
-        READY = "Ready", _("Ready")
-        FAILED = "Failed", _("Failed")
-        UPGRADING = "Upgrading", _("Upgrading")
-
-    Phase: TypeAlias = AddonPhase  # noqa: UP040
+    Phase: TypeAlias = AddonPhase  # noqa: UP040 (jobs.choices, as Node's)
 
     cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="addons")
     name = models.CharField(_("name"), max_length=253)

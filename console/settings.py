@@ -269,6 +269,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.context_processors.roles",
+                "console.context_processors.poll",
             ],
         },
     },

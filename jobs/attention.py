@@ -54,9 +54,11 @@ def _settled(now: datetime, task: str = "") -> Q:
 
 
 def suspect_workers(now: datetime, diagnostics: Diagnostics) -> Q:
-    """Worker rows in which `diagnose` can find a problem: a reason other than a healthy start, a
-    Failed pod, a Running pod not ready once its Task has settled, a pod missing from the last
-    report or on an Offline node, and, where the reader sees restart counts, a restart."""
+    """Worker rows in which `diagnose` can find a problem (jobs.status.problems.classify, and a
+    pod missing from the last report or on an Offline node): a reason other than a healthy
+    start, a Failed pod, a Running pod not ready once its Task has settled, and, where the
+    reader sees restart counts, a restart. tests/jobs/test_pod_problems.py proves it admits
+    every pod the classifier flags."""
     offline = Node.objects.filter(
         cluster_id=OuterRef("task__job__cluster_id"),
         name=OuterRef("node_name"),

@@ -42,6 +42,25 @@ class WorkflowPhase(models.TextChoices):
     FAILED = "Failed", _("Failed")
 
 
+# Each vocabulary's class name is its schema's name in the OpenAPI document: a second "Phase"
+# would overwrite the first there (Node phases listed as Addon phases).
+class NodePhase(models.TextChoices):
+    """Spec §Node status: Ready True is Online, anything else Offline; `unschedulable` apart."""
+
+    ONLINE = "Online", _("Online")
+    OFFLINE = "Offline", _("Offline")
+
+
+class AddonPhase(models.TextChoices):
+    """Spec §Addon status: Ready means the desired version is reached, nothing more."""
+
+    PENDING = "Pending", _("Pending")
+    INSTALLING = "Installing", _("Installing")
+    READY = "Ready", _("Ready")
+    FAILED = "Failed", _("Failed")
+    UPGRADING = "Upgrading", _("Upgrading")
+
+
 class TaskKind(models.TextChoices):
     """The web console creates StatefulSet Tasks; the Task API may also create batch Jobs."""
 
@@ -94,5 +113,51 @@ WORKLOAD_ATTENTION = frozenset(
         WorkloadState.UNRESPONSIVE,
         WorkloadState.DEGRADED,
         WorkloadState.FAILED,
+    }
+)
+
+
+class Problem(models.TextChoices):
+    """What the engine observed that looks wrong (spec §Troubleshooting): the troubleshooting
+    panel's findings (jobs.status.troubleshoot, whose ADVICE says what to do about each); the
+    pod problems among them are decided by jobs.status.problems.classify alone."""
+
+    APPLY_ERROR = "apply_error", _("Apply error")
+    TASK_FAILED = "task_failed", _("Task failed")
+    CLUSTER_UNREACHABLE = "cluster_unreachable", _("Cluster unreachable")
+    CLUSTER_STALE = "cluster_stale", _("Cluster data is stale")
+    NO_MATCHING_NODE = "no_matching_node", _("No node matches")
+    UNSCHEDULABLE = "unschedulable", _("Unschedulable")
+    NO_PODS = "no_pods", _("No pods reported")
+    NODE_OFFLINE = "node_offline", _("Node offline")
+    CRASH_LOOP = "crash_loop", _("Crash loop")
+    CONTAINER_EXITED = "container_exited", _("Container exited with an error")
+    RESTARTED = "restarted", _("Restarted after an error")
+    POD_FAILED = "pod_failed", _("Pod failed")
+    NOT_READY = "not_ready", _("Not ready")
+    NOT_IN_LAST_REPORT = "not_in_last_report", _("Not in the last report")
+    IMAGE_PULL = "image_pull", _("Image cannot be pulled")
+    OUT_OF_MEMORY = "out_of_memory", _("Out of memory (OOMKilled)")
+    EVICTED = "evicted", _("Evicted")
+    CONFIG_ERROR = "config_error", _("Container configuration error")
+    OTHER_REASON = "other_reason", _("Other Kubernetes reason")
+
+
+# What jobs.status.problems.classify can say about one pod (the rest are a Task's, a cluster's,
+# or a Worker row's absence from the last report).
+POD_PROBLEMS = frozenset(
+    {
+        Problem.NODE_OFFLINE,
+        Problem.EVICTED,
+        Problem.UNSCHEDULABLE,
+        Problem.IMAGE_PULL,
+        Problem.CONFIG_ERROR,
+        Problem.OUT_OF_MEMORY,
+        Problem.CRASH_LOOP,
+        Problem.POD_FAILED,
+        Problem.OTHER_REASON,
+        Problem.CONTAINER_EXITED,
+        Problem.RESTARTED,
+        Problem.NOT_READY,
     }
 )

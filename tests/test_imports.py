@@ -188,3 +188,26 @@ def test_only_the_engine_calls_kube() -> None:
 
 def _in(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
+
+
+# Page helpers the status rules must not reach up to: they return moments and values, and the
+# pages word them (issue 31, item 8).
+PAGE_HELPERS = ("console.web",)
+
+
+def _is_models(module: str) -> bool:
+    return module.rpartition(".")[2] == "models" or ".models." in module
+
+
+def test_the_status_rules_import_no_model_and_no_page_helper() -> None:
+    """`jobs/status/` takes plain values (STYLE.md 3): no models module (its vocabularies live
+    in `jobs.choices`) and no web helper, imported directly."""
+    graph = import_graph()
+    reached = {
+        (name, target)
+        for name, targets in graph.items()
+        if _in(name, "jobs.status")
+        for target in targets
+        if _is_models(target) or any(_in(target, helper) for helper in PAGE_HELPERS)
+    }
+    assert reached == set()

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from console.models import Cluster, Node
 from console.statements import Statement
-from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL
 from jobs.diagnostics import shows_diagnostics
@@ -92,7 +92,7 @@ def _workers_context(request: HtmxHttpRequest, job: Job, task: Task) -> dict[str
     return {
         "job": job, "task": task, "rows": rows, "page": page, "only": only, "now": now,
         "summary": summary, "diagnostics": diagnostics, "instances": instances,
-        "instance_limit": INSTANCE_LIMIT, "poll": not terminal, "poll_seconds": POLL_SECONDS,
+        "instance_limit": INSTANCE_LIMIT, "poll": not terminal,
         "version": version, "poll_url": _url(job, task, only, page.number, version),
         "page_urls": _page_urls(job, task, only, page.number, page.paginator.num_pages),
         "all_url": _url(job, task, "", 1), "problems_url": _url(job, task, "problems", 1),

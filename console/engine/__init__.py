@@ -2,7 +2,8 @@
 import it, and `jobs.pod_logs` for the one read on demand (`logs`); it is the only caller of
 `console.kube` (tests/test_imports.py holds both).
 
-One cycle of one cluster (`cycle.sync_cluster`), each step a module:
+One cycle of one cluster (`cycle.sync_cluster`) reads top to bottom in `cycle`; its larger steps
+have a module each, beside what they share and the work around a cycle:
 
 - `streams`: what is read from a cluster — one resource under one selector each;
 - `observe`: what changed since the last cycle — a bounded WATCH per stream from its cursor, or
@@ -17,5 +18,8 @@ One cycle of one cluster (`cycle.sync_cluster`), each step a module:
 - `cycle`: the lease, the order of the steps, the cursors, the cycle's figures;
 - `one_job`: one Job reconciled on demand, right after an operation; the gateway of a Cluster;
 - `stored`: observations as ObservedObject keeps them, read back without parsing again;
+- `bulk`: the statements that write many rows at once, for `write`;
+- `completions`: completions read from changed pods' termination messages after a cycle;
+- `log_progress`: progress read from RLinf's log lines, on its own beat entry;
 - `logs`: a pod's log tail and Events, read while a reader waits, never stored.
 """

@@ -15,12 +15,12 @@ from django.conf import settings
 
 from console.engine.memory import Snapshot
 from console.engine.rows import (
-    ADDON_FACTS,
-    NODE_FACTS,
     AddonRow,
     JobRow,
     NodeRow,
     State,
+    SyncedAddon,
+    SyncedNode,
     TaskRow,
     load_blocked,
 )
@@ -302,15 +302,15 @@ def derive_nodes(
     for node in snapshot.nodes:
         phase = Node.Phase.ONLINE if node.online else Node.Phase.OFFLINE
         row = state.nodes.get(node.name)
-        facts = (
-            phase, node.unschedulable, encode(node_message(node)), node.cpu, node.memory, node.gpus,
-            gpus.get(node.name, 0), _heartbeat(row, node),
+        facts = SyncedNode(
+            phase=phase, unschedulable=node.unschedulable, message=encode(node_message(node)),
+            cpu_capacity=node.cpu, memory_capacity=node.memory, gpu_capacity=node.gpus,
+            gpu_allocated=gpus.get(node.name, 0), last_heartbeat_at=_heartbeat(row, node),
         )  # fmt: skip
         if row is not None and row.facts() == facts:
             continue
-        facts = (*facts[:-1], node.heartbeat_at)
-        values = Node(cluster=state.cluster, name=node.name, observed_at=now)
-        values.__dict__.update(zip(NODE_FACTS, facts, strict=True))
+        written = facts._replace(last_heartbeat_at=node.heartbeat_at)
+        values = Node(cluster=state.cluster, name=node.name, observed_at=now, **written._asdict())
         _stage(values, row, changes.new_nodes, changes.nodes)
     listed = {node.name for node in snapshot.nodes}
     changes.gone_nodes = [row.pk for name, row in state.nodes.items() if name not in listed]
@@ -340,11 +340,13 @@ def derive_addons(state: State, snapshot: Snapshot, changes: Changes, now: datet
         view = addon_view(workload, pods.get(name, []), row.desired_version if row else "")
         namespace = workload.namespace if workload else row.namespace if row else "kube-system"
         kind = workload.kind if workload else row.workload_kind if row else ""
-        facts = (namespace, kind, view.current_version, view.phase, view.message)
+        facts = SyncedAddon(
+            namespace=namespace, workload_kind=kind, current_version=view.current_version,
+            phase=view.phase, message=view.message,
+        )  # fmt: skip
         if row is not None and row.facts() == facts:
             continue
-        addon = Addon(cluster=state.cluster, name=name, observed_at=now)
-        addon.__dict__.update(zip(ADDON_FACTS, facts, strict=True))
+        addon = Addon(cluster=state.cluster, name=name, observed_at=now, **facts._asdict())
         _stage(addon, row, changes.new_addons, changes.addons)
 
 

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -65,6 +66,50 @@ class JobRow:
     tasks: list[TaskRow] = field(default_factory=list)
 
 
+# The facts the sync keeps of a Worker, a pod instance, a Node and an add-on: what a row loaded
+# here and the one derived from the cluster now are compared by (`facts()`), and what is
+# written when they differ. Named, so that no class's field order decides what is compared.
+class SyncedWorker(NamedTuple):
+    pod_uid: str
+    node_name: str
+    ip: str
+    phase: str
+    ready: bool
+    reason: str
+    message: str
+    restart_count: int
+
+
+class SyncedInstance(NamedTuple):
+    task_id: int
+    pod_name: str
+    node_name: str
+    ip: str
+    phase: str
+    restart_count: int
+    last_exit_code: int | None
+    termination_reason: str
+
+
+class SyncedNode(NamedTuple):
+    phase: str
+    unschedulable: bool
+    message: str
+    cpu_capacity: str
+    memory_capacity: str
+    gpu_capacity: int
+    gpu_allocated: int
+    last_heartbeat_at: datetime | None
+
+
+class SyncedAddon(NamedTuple):
+    namespace: str
+    workload_kind: str
+    current_version: str
+    phase: str
+    message: str
+
+
 class WorkerRow(NamedTuple):
     pk: int
     task_id: int
@@ -79,8 +124,8 @@ class WorkerRow(NamedTuple):
     restart_count: int
     present: bool  # in the last sync that wrote its Task (jobs.status.freshness.worker_missing)
 
-    def facts(self) -> tuple[Any, ...]:
-        return self[3:11]
+    def facts(self) -> SyncedWorker:
+        return SyncedWorker._make(WORKER_FACTS_OF(self))
 
 
 class InstanceRow(NamedTuple):
@@ -95,8 +140,8 @@ class InstanceRow(NamedTuple):
     last_exit_code: int | None
     termination_reason: str
 
-    def facts(self) -> tuple[Any, ...]:
-        return self[2:]
+    def facts(self) -> SyncedInstance:
+        return SyncedInstance._make(INSTANCE_FACTS_OF(self))
 
 
 class NodeRow(NamedTuple):
@@ -111,8 +156,8 @@ class NodeRow(NamedTuple):
     gpu_allocated: int
     last_heartbeat_at: datetime | None
 
-    def facts(self) -> tuple[Any, ...]:
-        return self[2:]
+    def facts(self) -> SyncedNode:
+        return SyncedNode._make(NODE_FACTS_OF(self))
 
 
 class AddonRow(NamedTuple):
@@ -125,8 +170,8 @@ class AddonRow(NamedTuple):
     phase: str
     message: str
 
-    def facts(self) -> tuple[Any, ...]:
-        return self[3:]
+    def facts(self) -> SyncedAddon:
+        return SyncedAddon._make(ADDON_FACTS_OF(self))
 
 
 @dataclass(frozen=True)
@@ -143,10 +188,15 @@ JOB_FIELDS = tuple(
     if name != "tasks"
 )
 TASK_FIELDS = tuple(TaskRow.__dataclass_fields__)
-WORKER_FACTS = list(WorkerRow._fields[3:11])
-INSTANCE_FACTS = list(InstanceRow._fields[2:])
-NODE_FACTS = list(NodeRow._fields[2:])
-ADDON_FACTS = list(AddonRow._fields[3:])
+WORKER_FACTS = list(SyncedWorker._fields)
+INSTANCE_FACTS = list(SyncedInstance._fields)
+NODE_FACTS = list(SyncedNode._fields)
+ADDON_FACTS = list(SyncedAddon._fields)
+# Each fact read by its name from a row (stored or derived): fast, and blind to field order.
+WORKER_FACTS_OF = attrgetter(*WORKER_FACTS)
+INSTANCE_FACTS_OF = attrgetter(*INSTANCE_FACTS)
+NODE_FACTS_OF = attrgetter(*NODE_FACTS)
+ADDON_FACTS_OF = attrgetter(*ADDON_FACTS)
 # A Worker was in the last sync that wrote its Task (jobs.status.freshness.worker_missing),
 # computed by the database: comparing 10,000 datetimes in Python costs more than the whole
 # comparison.
@@ -340,10 +390,11 @@ def _workers(
 
 def pods_of_note(touched: Touched) -> Q:
     """The stored pods of the touched Jobs a Task's view needs besides the touched ones (a
-    filter on ObservedObject): those whose Worker may have a problem for the Task's message —
-    a superset of jobs.status.problems.pod_problem: a reason, phase Failed, a restart — and
-    every pod of a Task scaled to zero (its message counts them). The other pods neither
-    changed nor say anything in their Task's view."""
+    filter on ObservedObject): those whose Worker may have a problem the Task's message names
+    (jobs.status.problems.pod_problem, `classify`'s answer): a reason, phase Failed, a
+    restart — and every pod of a Task scaled to zero (its message counts them). The other pods
+    neither changed nor say anything in their Task's view; tests/jobs/test_pod_problems.py
+    proves it admits every pod the classifier flags for a Task's message."""
     noted = Q(reason__gt="") | Q(phase=PodPhase.FAILED) | Q(restart_count__gt=0)
     noted |= Q(task__desired_replicas=0) | Q(task__workload_replicas=0)
     workers = Worker.objects.filter(noted, task__job_id__any_of=touched.jobs)
@@ -362,16 +413,16 @@ def _among[V: (str, int)](name: str, values: set[V], beyond: Q | None = None) ->
 def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
     if touched.everything:
         rows = Node.objects.filter(cluster_id=cluster_id).values_list(*NodeRow._fields)
-        return {row[1]: NodeRow._make(row) for row in rows}
+        return {node.name: node for node in map(NodeRow._make, rows)}
     found = _NODES.rows(cluster_id, list(touched.nodes))
-    return {row[1]: NodeRow._make(row) for row in found}
+    return {node.name: node for node in map(NodeRow._make, found)}
 
 
 def _addons(cluster_id: int, touched: Touched) -> dict[str, AddonRow]:
     if not (touched.addons or touched.everything):
         return {}
     rows = Addon.objects.filter(cluster_id=cluster_id).values_list(*AddonRow._fields)
-    return {row[1]: AddonRow._make(row) for row in rows}
+    return {addon.name: addon for addon in map(AddonRow._make, rows)}
 
 
 def pending_operations(jobs: Q) -> dict[int, list[PendingOperation]]:

@@ -16,10 +16,14 @@ from console.engine.bulk import update_rows, update_where
 from console.engine.rows import (
     ADDON_FACTS,
     INSTANCE_FACTS,
+    INSTANCE_FACTS_OF,
     IS_PRESENT,
     NODE_FACTS,
     WORKER_FACTS,
+    WORKER_FACTS_OF,
     State,
+    SyncedInstance,
+    SyncedWorker,
 )
 from console.models import Addon, Node
 from console.statements import Statement
@@ -65,8 +69,8 @@ class WorkerWrite(NamedTuple):
     restart_count: int
     last_reported_at: datetime
 
-    def facts(self) -> tuple[Any, ...]:
-        return self[3:11]
+    def facts(self) -> SyncedWorker:
+        return SyncedWorker._make(WORKER_FACTS_OF(self))
 
 
 class VanishedWorker(NamedTuple):
@@ -96,8 +100,8 @@ class InstanceWrite(NamedTuple):
     created_at: datetime | None = None
     first_seen_at: datetime | None = None
 
-    def facts(self) -> tuple[Any, ...]:
-        return self[2:10]
+    def facts(self) -> SyncedInstance:
+        return SyncedInstance._make(INSTANCE_FACTS_OF(self))
 
 
 class GoneInstance(NamedTuple):
@@ -191,11 +195,11 @@ def write(changes: Changes, state: State) -> int:
 def _write_jobs(changes: Sequence[JobChange]) -> int:
     """Each Job's new fields where the row still has the values they came from (a concurrent
     stop wins): one conditional UPDATE per set of fields, sent for all the Jobs at once."""
-    by_fields: dict[tuple[str, ...], list[JobChange]] = defaultdict(list)
+    by_columns: dict[tuple[str, ...], list[JobChange]] = defaultdict(list)
     for change in changes:
-        by_fields[(*change.fields, *change.seen)].append(change)
+        by_columns[(*change.fields, *change.seen)].append(change)
     written = 0
-    for group in by_fields.values():
+    for group in by_columns.values():
         fields, seen = list(group[0].fields), list(group[0].seen)
         values = [[*c.fields.values(), c.pk, *c.seen.values()] for c in group]
         written += update_where(Job, fields, ["pk", *seen], values)

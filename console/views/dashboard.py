@@ -18,6 +18,7 @@ from django.db.models import Case, Count, Exists, F, Max, OuterRef, Q, QuerySet,
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from console.models import Cluster
 from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
@@ -173,8 +174,16 @@ def _attention_row(
         cluster=job.cluster.name,
         cluster_reachable=job.cluster.reachable,
     )
-    reasons = tuple(attention_reasons(facts, problems, now, workload))
+    reasons = tuple(_worded(r, now) for r in attention_reasons(facts, problems, now, workload))
     return Attention(job.pk, job.name, job.project.name, job.phase, reasons)
+
+
+def _worded(reason: Reason, now: datetime) -> Reason:
+    """A stale status in words: its age in steps, as the dashboard words every age."""
+    if reason.stale_since is None:
+        return reason
+    age = age_words_in_steps(reason.stale_since, now)
+    return Reason(_("Stale status: last observed %(age)s.") % {"age": age})
 
 
 @dataclass(frozen=True)

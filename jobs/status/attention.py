@@ -15,11 +15,10 @@ from datetime import datetime, timedelta
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from console.web import age_words_in_steps
-from jobs.choices import WORKLOAD_ATTENTION, JobPhase, WorkloadState
+from jobs.choices import WORKLOAD_ATTENTION, JobPhase, Problem, WorkloadState
 from jobs.messages import Message, encode, render_text
 from jobs.status.freshness import Freshness
-from jobs.status.troubleshoot import Diagnosis, FindingGroup, Problem
+from jobs.status.troubleshoot import Diagnosis, FindingGroup
 
 # A Job Pending for longer than this (since it was created or last resumed) is listed as stuck.
 STUCK_PENDING_AFTER = timedelta(minutes=10)
@@ -34,6 +33,9 @@ class Reason:
 
     text: str
     detail: str = ""
+    # A stale status: the moment it was last observed, worded as an age by the page that shows
+    # it (console.web.age_words_in_steps): a status rule returns moments, pages word them.
+    stale_since: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -77,21 +79,18 @@ def attention_reasons(
     ):
         reasons.append(Reason(_stuck_reason(now - job.pending_since)))
     if job.phase in LIVE_PHASES:
-        reasons += [Reason(text) for text in _freshness_reasons(job, now)]
+        reasons += _freshness_reasons(job)
     return [workload, *reasons] if workload else reasons
 
 
-def _freshness_reasons(job: JobFacts, now: datetime) -> list[str]:
+def _freshness_reasons(job: JobFacts) -> list[Reason]:
     if not job.cluster_reachable:
-        return [
-            _("Cluster %(cluster)s is unreachable: the status shown is the last one observed.")
-            % {"cluster": job.cluster}
-        ]
+        text = _("Cluster %(cluster)s is unreachable: the status shown is the last one observed.")
+        return [Reason(text % {"cluster": job.cluster})]
     if job.freshness.stale and job.freshness.observed_at is None:
-        return [_("No sync has observed this job yet.")]
+        return [Reason(_("No sync has observed this job yet."))]
     if job.freshness.stale:
-        age = age_words_in_steps(job.freshness.observed_at, now)
-        return [_("Stale status: last observed %(age)s.") % {"age": age}]
+        return [Reason("", stale_since=job.freshness.observed_at)]
     return []
 
 

@@ -1,4 +1,5 @@
-"""Freshness of what a cluster reported, derived at read time (pure: values in, values out).
+"""Freshness of what a cluster reported, derived at read time (values in, values out; how old is
+stale is the TRAINYARD_STALE_AFTER setting, read when called).
 
 The sync writes a row only when something about it changed, so a row's own `observed_at` /
 `last_reported_at` / `last_seen_at` is the time of its last *change*. While the cluster keeps

@@ -19,8 +19,7 @@ from console.kube.observations import (
     WorkloadObs,
     image_tag,
 )
-from console.models import Addon
-from jobs.choices import POD_TERMINAL, TaskKind, TaskPhase
+from jobs.choices import POD_TERMINAL, AddonPhase, TaskKind, TaskPhase
 from jobs.messages import Message, Param, encode, kubernetes
 from jobs.status.lifecycle import WorkloadObservation, task_phase
 from jobs.status.problems import first_problem
@@ -114,7 +113,7 @@ def task_view(
 class AddonView:
     """`message` is stored form (jobs.messages.encode)."""
 
-    phase: Addon.Phase
+    phase: AddonPhase
     current_version: str
     message: str
 
@@ -132,7 +131,7 @@ def addon_view(workload: AddonObs | None, pods: Sequence[PodObs], desired: str) 
     progress deadline; Pending when the workload is missing or the desired version is not the
     one the workload asks for."""
     if workload is None:
-        return AddonView(Addon.Phase.PENDING, "", encode(Message("addon.no_workload")))
+        return AddonView(AddonPhase.PENDING, "", encode(Message("addon.no_workload")))
     template = workload.image_tag
     current = running_version(pods)
     if not current and workload.desired == 0:
@@ -146,19 +145,19 @@ def addon_view(workload: AddonObs | None, pods: Sequence[PodObs], desired: str) 
     target = desired or template
     if workload.progress_deadline_exceeded:
         stuck = Message("addon.deadline_exceeded", {"version": template})
-        return AddonView(Addon.Phase.FAILED, current, encode(kubernetes(workload.message) or stuck))
+        return AddonView(AddonPhase.FAILED, current, encode(kubernetes(workload.message) or stuck))
     if settled and current == target:
-        return AddonView(Addon.Phase.READY, current, "")
+        return AddonView(AddonPhase.READY, current, "")
     if not current:
         counts: dict[str, Param] = {"ready": workload.ready, "desired": workload.desired}
         counts["version"] = template
-        return AddonView(Addon.Phase.INSTALLING, "", encode(Message("addon.installing", counts)))
+        return AddonView(AddonPhase.INSTALLING, "", encode(Message("addon.installing", counts)))
     if not settled:
         rollout: dict[str, Param] = {"updated": workload.updated, "desired": workload.desired}
         upgrading = Message("addon.upgrading", {**rollout, "version": template, "current": current})
-        return AddonView(Addon.Phase.UPGRADING, current, encode(upgrading))
+        return AddonView(AddonPhase.UPGRADING, current, encode(upgrading))
     waiting = Message("addon.not_rolled_out", {"current": current, "version": target})
-    return AddonView(Addon.Phase.PENDING, current, encode(waiting))
+    return AddonView(AddonPhase.PENDING, current, encode(waiting))
 
 
 def held_gpus(pod: PodObs) -> int:

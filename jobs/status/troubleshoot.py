@@ -14,22 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from django.db import models
 from django.utils.functional import Promise as StrPromise
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from jobs.choices import PodPhase, TaskPhase
-from jobs.status.problems import (
-    CONFIG_ERRORS,
-    CRASH_LOOP,
-    EVICTED,
-    IMAGE_PULL,
-    NODE_REASONS,
-    OOM_EXIT_CODE,
-    OOM_KILLED,
-    UNSCHEDULABLE,
-)
+from jobs.choices import Problem, TaskPhase
+from jobs.status.problems import PodSigns, classify
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -49,29 +39,6 @@ LAYER_TITLES: dict[Layer, StrPromise] = {
     Layer.WORKERS: _("Worker (Pod) phase, node, IP and logs"),
     Layer.DEPENDENCIES: _("Image, resources, storage and network"),
 }
-
-
-class Problem(models.TextChoices):
-    """What the engine observed that looks wrong (ADVICE says what to do about it)."""
-
-    APPLY_ERROR = "apply_error", _("Apply error")
-    TASK_FAILED = "task_failed", _("Task failed")
-    CLUSTER_UNREACHABLE = "cluster_unreachable", _("Cluster unreachable")
-    CLUSTER_STALE = "cluster_stale", _("Cluster data is stale")
-    NO_MATCHING_NODE = "no_matching_node", _("No node matches")
-    UNSCHEDULABLE = "unschedulable", _("Unschedulable")
-    NO_PODS = "no_pods", _("No pods reported")
-    NODE_OFFLINE = "node_offline", _("Node offline")
-    CRASH_LOOP = "crash_loop", _("Crash loop")
-    CONTAINER_EXITED = "container_exited", _("Container exited with an error")
-    RESTARTED = "restarted", _("Restarted after an error")
-    POD_FAILED = "pod_failed", _("Pod failed")
-    NOT_READY = "not_ready", _("Not ready")
-    NOT_IN_LAST_REPORT = "not_in_last_report", _("Not in the last report")
-    IMAGE_PULL = "image_pull", _("Image cannot be pulled")
-    OUT_OF_MEMORY = "out_of_memory", _("Out of memory (OOMKilled)")
-    EVICTED = "evicted", _("Evicted")
-    CONFIG_ERROR = "config_error", _("Container configuration error")
 
 
 ADVICE: dict[Problem, StrPromise] = {
@@ -142,6 +109,10 @@ ADVICE: dict[Problem, StrPromise] = {
         "The container could not be created from its configuration: a Secret, ConfigMap or "
         "volume it needs may be missing."
     ),
+    Problem.OTHER_REASON: _(
+        "Kubernetes gives this pod a reason the console does not know: its reason and message "
+        "say what keeps it from running. Read them, and the pod's events."
+    ),
 }
 
 
@@ -177,6 +148,18 @@ class PodFacts:
     restart_count: int | None = None
     last_exit_code: int | None = None
     termination_reason: str = ""
+
+    @property
+    def signs(self) -> PodSigns:
+        """What `classify` judges: the row as this reader sees it."""
+        return PodSigns(
+            phase=self.phase,
+            ready=self.ready,
+            reason=self.reason,
+            restart_count=self.restart_count,
+            exit_code=self.last_exit_code,
+            termination_reason=self.termination_reason,
+        )
 
 
 @dataclass(frozen=True)
@@ -370,16 +353,18 @@ def _pod_findings(
 
 
 def _one_pod(pod: PodFacts, offline: Iterable[str], words: _Words, settled: bool) -> list[Finding]:
+    """The pod's one problem (jobs.status.problems.classify), besides its absence from the last
+    report and its node being Offline, which the panel names as well."""
     found = []
     if not pod.in_last_report:
         found.append(Finding(Layer.WORKERS, Problem.NOT_IN_LAST_REPORT, pod.pod_name))
-    if (pod.node_name and pod.node_name in offline) or pod.reason in NODE_REASONS:
+    problem = classify(pod.signs)
+    if (pod.node_name and pod.node_name in offline) or problem == Problem.NODE_OFFLINE:
         detail = " · ".join(part for part in (pod.node_name, pod.message) if part)
         found.append(Finding(Layer.WORKERS, Problem.NODE_OFFLINE, pod.pod_name, detail))
-    problem = _pod_problem(pod)
     if problem == Problem.NOT_READY and not settled:
         problem = None
-    if problem is not None:
+    if problem is not None and problem != Problem.NODE_OFFLINE:
         layer = Layer.DEPENDENCIES if problem in _DEPENDENCY_PROBLEMS else _LAYER_OF[problem]
         found.append(Finding(layer, problem, pod.pod_name, _pod_detail(pod, words)))
     return found
@@ -395,35 +380,8 @@ _LAYER_OF = {
     Problem.RESTARTED: Layer.WORKERS,
     Problem.POD_FAILED: Layer.WORKERS,
     Problem.NOT_READY: Layer.WORKERS,
+    Problem.OTHER_REASON: Layer.WORKERS,
 }
-
-
-def _pod_problem(pod: PodFacts) -> Problem | None:
-    """The one thing wrong with a pod, most specific first (reasons, never prose)."""
-    reasons = {pod.reason, pod.termination_reason}
-    if pod.reason in NODE_REASONS:
-        return None
-    if reasons & IMAGE_PULL:
-        return Problem.IMAGE_PULL
-    if OOM_KILLED in reasons or pod.last_exit_code == OOM_EXIT_CODE:
-        return Problem.OUT_OF_MEMORY
-    if EVICTED in reasons:
-        return Problem.EVICTED
-    if reasons & CONFIG_ERRORS:
-        return Problem.CONFIG_ERROR
-    if UNSCHEDULABLE in reasons:
-        return Problem.UNSCHEDULABLE
-    if pod.reason == CRASH_LOOP:
-        return Problem.CRASH_LOOP
-    if pod.phase == PodPhase.FAILED:
-        return Problem.POD_FAILED
-    if pod.last_exit_code not in (None, 0) and not pod.ready:
-        return Problem.CONTAINER_EXITED
-    if pod.restart_count and pod.last_exit_code not in (None, 0):
-        return Problem.RESTARTED  # spec §Do not wait for a StatefulSet Job ...: "still Running"
-    if pod.phase == PodPhase.RUNNING and not pod.ready:
-        return Problem.NOT_READY
-    return None
 
 
 class _Words:

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from console.models import Cluster, Node
-from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs import rlinf
 from jobs.access import get_job_for_user, jobs_for
 from jobs.attention import instance_details, pod_facts, task_facts
@@ -130,7 +130,7 @@ def job_context(
         "last_operation": operations[0] if operations else None,
         "diagnosis": diagnosis, "suspects_capped": capped,
         "actions": {action.value for action in actions}, "can_operate": bool(actions),
-        "diagnostics": facts.diagnostics, "poll": not terminal, "poll_seconds": POLL_SECONDS,
+        "diagnostics": facts.diagnostics, "poll": not terminal,
         "version": facts.version, "panel": with_sparklines(job, facts.panel),
         "policies": Policies.of(job.spec),
         "made_by_rlinf": job.spec.get("template") == rlinf.TEMPLATE,
@@ -255,7 +255,8 @@ SUSPECT_FIELDS = (
 
 def _suspect_workers(job: Job, offline: Iterable[str]) -> list[Any]:
     """Worker rows that are not simply running and ready, or that the last sync did not report
-    (plain named rows: the panel needs no model instances)."""
+    (plain named rows: the panel needs no model instances): a superset of the pods
+    jobs.status.problems.classify flags, which tests/jobs/test_pod_problems.py holds."""
     suspect = (
         Q(ready=False) | ~Q(reason="") | Q(restart_count__gt=0) | Q(node_name__in=list(offline))
         | Q(last_reported_at__lt=F("task__observed_at"))

@@ -15,7 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from console.web import POLL_SECONDS, HtmxHttpRequest, duration_words, not_modified, poll_version
+from console.web import HtmxHttpRequest, duration_words, not_modified, poll_version
 from jobs.access import clusters_for, jobs_for, projects_for
 from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.forms import JobFilterForm
@@ -72,7 +72,6 @@ def _list_context(request: HtmxHttpRequest) -> dict[str, Any]:
         "sort_links": _sort_links(filters, form.sort_key()),
         "page_query": urlencode({**filters, "sort": form.sort_key()}),
         "poll_url": _poll_url(filters, form.sort_key(), page.number, version),
-        "poll_seconds": POLL_SECONDS,
         "version": version,
         "filtered": bool(filters),
         "can_create": projects_for(request.user, write=True).exists(),

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 
-from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs import pod_logs
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL
@@ -78,7 +78,7 @@ def _context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
     query = request.GET.get("q", "")
     context: dict[str, Any] = {
         "job": job, "pods": pods, "pod": pod, "containers": pod_logs.CONTAINERS, "query": query,
-        "follow": follow and not previous, "poll_seconds": POLL_SECONDS, "previous": previous,
+        "follow": follow and not previous, "previous": previous,
         "tail_default": pod_logs.TAIL_DEFAULT, "tail_max": pod_logs.TAIL_MAX,
         "diagnostics": shows_diagnostics(request.user, job), "wanted": None, "error": "",
         "lines": [], "rows": [], "shown": [], "cut": False, "now": timezone.now(),
