@@ -27,7 +27,7 @@ from console.statements import Statement
 from jobs import signals
 from jobs.choices import Action, JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
-from jobs.models import Job, WorkloadReport
+from jobs.models import Job, Workflow, WorkloadReport
 from jobs.records import Result, record_operation
 from jobs.signals import COMMON, SignalBase
 from jobs.status.lifecycle import TransitionRefused, counted_phase, phase_after_stop
@@ -79,6 +79,7 @@ def stop_on_completion(job: Job, outcome: str) -> bool:
             return False
         with transaction.atomic():
             if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
+                recount_workflow(job.pk, timezone.now())
                 job.refresh_from_db()
                 reason = Message("operation.stopped_on_completion", {"outcome": outcome})
                 record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
@@ -132,6 +133,8 @@ def fold(
         after = _rarely_changed(report)
         changed = [name for name in RARELY_CHANGED if before[name] != after[name]]
         report.save(update_fields=["latest", "last_received_at", *changed])  # 1/6 of a whole save
+        if "outcome" in changed:  # what the Job's Workflow counts of it (counted_children)
+            recount_workflow(job_id, now)
     return Folded(outcome, compact)
 
 
@@ -271,6 +274,16 @@ def _policies() -> dict[str, KeyTransform]:
 
 
 # --- Workflows ---------------------------------------------------------------------------------
+
+
+def recount_workflow(job_id: int, now: datetime) -> None:
+    """What the Job's Workflow counts of it changed where no watch sees it: its workload's
+    outcome (posted or read by a fallback), a stop, a resume, a delete. A sync cycle derives a
+    Workflow only with the Jobs a Kubernetes change touched, so the Workflow is marked, in the
+    caller's transaction, and the next cycle of any cluster derives it and clears the mark
+    (console.engine.rows.workflows_to_recount): a Workflow is up to date one cycle after
+    any change of what it counts. A Job outside a Workflow marks nothing (one UPDATE)."""
+    Workflow.objects.filter(jobs=job_id).update(recount_requested_at=now)
 
 
 @dataclass(frozen=True)

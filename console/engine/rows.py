@@ -21,7 +21,7 @@ from console.kube.observations import PodObs
 from console.models import Addon, Cluster, Node
 from console.statements import Statement
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
-from jobs.models import Job, Operation, Task, WorkflowEdge
+from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
 from jobs.signals import signal_token, signal_url
 from jobs.status.lifecycle import blocked_by
 from jobs.validators import shm_size_of
@@ -171,6 +171,8 @@ class State:
     blocked: dict[int, list[str]] = field(default_factory=dict)
     # The pods whose Workers and instances were loaded: the others are not compared.
     scope: Touched = field(default_factory=lambda: Touched(everything=True))
+    # The Workflows marked for a recount (workflows_to_recount), with their marks.
+    recount: dict[int, datetime] = field(default_factory=dict)
 
 
 def raw_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
@@ -267,7 +269,9 @@ _OPERATIONS = Statement(
 def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) -> State:
     """The touched rows of the cluster in a fixed number of queries, typed: the touched Jobs
     with their Tasks, and the Workers and open instances of the touched pods only (`pods`: the
-    snapshot's, to name them; the instances name the Workers of deleted pods)."""
+    snapshot's, to name them; the instances name the Workers of deleted pods). The marked
+    Workflows are read first: what marked them was committed before the Jobs are read."""
+    recount = workflows_to_recount()
     jobs = of_jobs(cluster.pk, touched)
     if touched.everything:
         loaded = job_rows(jobs)
@@ -287,6 +291,7 @@ def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) 
         addons=_addons(cluster.pk, touched),
         operations=_operations(jobs, loaded),
         scope=touched,
+        recount=recount,
     )
 
 
@@ -423,6 +428,23 @@ def needing_attention(cluster_id: int) -> set[int]:
     """The Jobs a cycle plans whatever changed: an accepted Operation, a deletion under way, an
     apply error to retry, a Pending Workflow child (its upstreams may have Succeeded)."""
     return {pk for (pk,) in _ATTENTION.rows(cluster_id)}
+
+
+_RECOUNT = Statement(
+    lambda: (
+        Workflow.objects.filter(recount_requested_at__isnull=False)
+        .order_by()
+        .values_list("pk", "recount_requested_at")
+    ),
+)
+
+
+def workflows_to_recount() -> dict[int, datetime]:
+    """The Workflows whose counts changed where no watch sees it (jobs.workload.recount_workflow),
+    with their marks: every cycle derives them, whatever it touched (their children may be on
+    any cluster, or gone), and clears each mark that no later change renewed
+    (write.Changes.recounted)."""
+    return dict(_RECOUNT.rows())
 
 
 def addons_need_attention(cluster_id: int) -> bool:
