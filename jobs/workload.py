@@ -44,22 +44,23 @@ class Recorded:
 def record(
     job_id: int, run: int, items: Sequence[SignalBase], source: SignalSource = SignalSource.SIGNAL
 ) -> Recorded:
-    """Store the messages (deduplicated), fold them into the report, and act on a completion
-    (policy `stop_on_completion`). The insert and the fold commit together (one commit per
-    request, the report's row lock taken last); the compaction, when the fold found it due,
-    follows outside the lock. The Job itself is read only when a completion came (most
-    requests carry none)."""
+    """Store the messages (deduplicated), fold the new ones into the report, and act on a
+    completion (policy `stop_on_completion`). A duplicate changes nothing, whatever it carries
+    now (jobs.signals.insert): a batch of duplicates only takes no lock and writes no report.
+    The insert and the fold commit together (one commit per request, the report's row lock
+    taken last); the compaction, when the fold found it due, follows outside the lock. The Job
+    itself is read only when a completion came (most requests carry none)."""
     now = timezone.now()
     with transaction.atomic():
-        rows, accepted = signals.insert(job_id, run, items, source, now)
-        folded = fold(job_id, run, items, source, now)
+        accepted = signals.insert(job_id, run, items, source, now)
+        folded = fold(job_id, run, accepted, source, now) if accepted else Folded("", False)
     if folded.compact:
         signals.compact(job_id, run, now)
     stopped = False
     job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, folded.outcome)
-    return Recorded(accepted, len(rows) - accepted, stopped)
+    return Recorded(len(accepted), len(items) - len(accepted), stopped)
 
 
 def stop_on_completion(job: Job, outcome: str) -> bool:
