@@ -396,13 +396,15 @@ def _by_job(rows: Iterable[tuple[int, int, str]]) -> dict[int, list[PendingOpera
 
 
 # The Jobs a cycle plans whatever changed, and the add-ons it derives again whatever changed.
+_NOT_STOPPED_YET = [TaskPhase.PENDING, TaskPhase.RUNNING]
 _ATTENTION = Statement(
     lambda cluster_id: (
         Job.objects.filter(
             Q(operations__result=Operation.Result.ACCEPTED)
             | Q(delete_requested_at__isnull=False)
             | Q(tasks__apply_error__gt="")
-            | Q(workflow__isnull=False, phase=JobPhase.PENDING),
+            | Q(workflow__isnull=False, phase=JobPhase.PENDING)
+            | Q(stopped=True, tasks__phase__in=_NOT_STOPPED_YET),
             cluster_id=cluster_id,
         )
         .order_by()
@@ -426,7 +428,11 @@ _ADDON_ATTENTION = Statement(
 
 def needing_attention(cluster_id: int) -> set[int]:
     """The Jobs a cycle plans whatever changed: an accepted Operation, a deletion under way, an
-    apply error to retry, a Pending Workflow child (its upstreams may have Succeeded)."""
+    apply error to retry, a Pending Workflow child (its upstreams may have Succeeded), a
+    stopped Job whose Tasks do not read Stopped yet (a stop applied by the operation's own
+    reconcile before any object was made changes nothing a watch sees; spec §Task status:
+    desired replicas 0 is Stopped). Each leaves the set once derived; docs/decisions.md, "What
+    a cycle derives only for the Jobs it touches"."""
     return {pk for (pk,) in _ATTENTION.rows(cluster_id)}
 
 
