@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from console.engine.cycle import sync_cluster
@@ -25,7 +26,7 @@ from console.models import Cluster
 from jobs import operations
 from jobs.messages import Message, encode
 from jobs.models import Job, Signal, Workflow
-from jobs.signals import BATCH
+from jobs.signals import BATCH, signal_token
 from jobs.spec import parse_workflow_spec
 from jobs.workload import record, recount_workflow
 from simcluster.server import SimCluster
@@ -77,10 +78,15 @@ def child(workflow: Workflow, name: str) -> Job:
 
 
 def complete(job: Job, outcome: str = "succeeded") -> None:
-    """What the job's head pod posts when its training ends (as the signals endpoint does)."""
+    """What the job's head pod posts when its training ends, with the Job's signal token."""
     job.refresh_from_db()
     message = {"kind": "completion", "pod": f"{job.name}-head-0", "uid": "u", "seq": 1}
-    record(job.pk, job.run, BATCH.validate_python([message | {"outcome": outcome}]))
+    token = signal_token(job.pk, job.run)
+    answer = Client().post(
+        f"/api/v1/jobs/{job.pk}/signals", json.dumps(message | {"outcome": outcome}),
+        "application/json", headers={"Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+    assert (answer.status_code, answer.json()) == (202, {"accepted": 1, "duplicates": 0})
 
 
 def progress(succeeded: int, total: int) -> str:
