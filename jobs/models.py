@@ -33,11 +33,23 @@ class Workflow(models.Model):
     policies = models.JSONField(_("policies"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    # Set when what the Workflow counts of a child changed where no watch sees it (its
+    # workload's outcome, a stop, a resume, a delete: jobs.workload.report.recount_workflow); the
+    # next sync cycle of any cluster derives the Workflow again and clears it.
+    recount_requested_at = models.DateTimeField(_("recount requested at"), null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["project", "name"], name="one_workflow_per_name"),
+        ]
+        indexes = [
+            # Every sync cycle asks for the marked Workflows: few, usually none.
+            models.Index(
+                fields=["recount_requested_at"],
+                name="workflow_recount",
+                condition=models.Q(recount_requested_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -39,6 +39,7 @@ from jobs.spec import (
     spec_of,
 )
 from jobs.status.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
+from jobs.workload.report import recount_workflow
 from workers.models import Worker
 
 User = AbstractBaseUser | AnonymousUser
@@ -208,6 +209,7 @@ def _transition(user: User, job: Job, action: Action, rule: Rule, apply: Apply) 
         with transaction.atomic():
             message = apply(job, *state, target)
             if message is not None:
+                recount_workflow(job.pk, timezone.now())
                 job.refresh_from_db()
                 record_operation(user, job, action, Result.ACCEPTED, message)
                 schedule_reconcile(job.pk)
@@ -291,6 +293,7 @@ def delete_job(user: User, job: Job, confirm: str) -> None:
     with transaction.atomic():
         pending = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
         if pending.update(delete_requested_at=timezone.now()):
+            recount_workflow(job.pk, timezone.now())  # its Workflow stops counting it
             message = Message("operation.delete_requested")
             record_operation(user, job, Action.DELETE, Result.ACCEPTED, message)
             schedule_reconcile(job.pk)

@@ -15,6 +15,11 @@
 - The work follows the changes: only the Jobs whose objects changed, that need attention
   (rows.needing_attention) or, on a relist, whose objects drifted from their plan, are loaded,
   reconciled and derived; a quiet cycle reads no Job at all.
+- A Workflow is derived with its touched children, and also when a change no watch sees marked
+  it (a child's workload outcome, a stop, a resume, a delete:
+  jobs.workload.report.recount_workflow): every cycle derives the marked Workflows and clears the
+  marks it read (rows.workflows_to_recount), so a Workflow is up to date one cycle after anything
+  it counts changed.
 - Observation times are written with the change they describe: an unchanged row was confirmed by
   every later sync, which `jobs.status.freshness` derives from `Cluster.last_synced_at`.
 - Reconcile runs before the derivation, and the objects the API server answered to its creates

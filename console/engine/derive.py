@@ -351,8 +351,11 @@ def derive_addons(state: State, snapshot: Snapshot, changes: Changes, now: datet
 
 
 def derive_workflows(state: State, changes: Changes, now: datetime) -> None:
-    """Spec §Workflow status, with this cycle's phases for this cluster's children."""
+    """Spec §Workflow status, with this cycle's phases for this cluster's children: the
+    Workflows of the loaded Jobs and those marked for a recount (state.recount)."""
     ids = {job.workflow_id for job in state.jobs if job.workflow_id is not None}
+    ids |= set(state.recount)
+    changes.recounted = dict(state.recount)
     if not ids:
         return
     ours = {job.pk: JobPhase(job.phase) for job in state.jobs if job.delete_requested_at is None}

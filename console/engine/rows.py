@@ -22,7 +22,7 @@ from console.kube.observations import PodObs
 from console.models import Addon, Cluster, Node
 from console.statements import Statement
 from jobs.choices import JobPhase, PodPhase, TaskKind, TaskPhase
-from jobs.models import Job, Operation, Task, WorkflowEdge
+from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
 from jobs.status.lifecycle import blocked_by
 from jobs.validators import shm_size_of
 from jobs.workload.intake import signal_token, signal_url
@@ -220,6 +220,8 @@ class State:
     blocked: dict[int, list[str]] = field(default_factory=dict)
     # The pods whose Workers and instances were loaded: the others are not compared.
     scope: Touched = field(default_factory=lambda: Touched(everything=True))
+    # The Workflows marked for a recount (workflows_to_recount), with their marks.
+    recount: dict[int, datetime] = field(default_factory=dict)
 
 
 def raw_rows(queryset: QuerySet[Any, Any]) -> list[tuple[Any, ...]]:
@@ -316,7 +318,9 @@ _OPERATIONS = Statement(
 def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) -> State:
     """The touched rows of the cluster in a fixed number of queries, typed: the touched Jobs
     with their Tasks, and the Workers and open instances of the touched pods only (`pods`: the
-    snapshot's, to name them; the instances name the Workers of deleted pods)."""
+    snapshot's, to name them; the instances name the Workers of deleted pods). The marked
+    Workflows are read first: what marked them was committed before the Jobs are read."""
+    recount = workflows_to_recount()
     jobs = of_jobs(cluster.pk, touched)
     if touched.everything:
         loaded = job_rows(jobs)
@@ -336,6 +340,7 @@ def load_state(cluster: Cluster, touched: Touched, pods: Sequence[PodObs] = ()) 
         addons=_addons(cluster.pk, touched),
         operations=_operations(jobs, loaded),
         scope=touched,
+        recount=recount,
     )
 
 
@@ -441,13 +446,15 @@ def _by_job(rows: Iterable[tuple[int, int, str]]) -> dict[int, list[PendingOpera
 
 
 # The Jobs a cycle plans whatever changed, and the add-ons it derives again whatever changed.
+_NOT_STOPPED_YET = [TaskPhase.PENDING, TaskPhase.RUNNING]
 _ATTENTION = Statement(
     lambda cluster_id: (
         Job.objects.filter(
             Q(operations__result=Operation.Result.ACCEPTED)
             | Q(delete_requested_at__isnull=False)
             | Q(tasks__apply_error__gt="")
-            | Q(workflow__isnull=False, phase=JobPhase.PENDING),
+            | Q(workflow__isnull=False, phase=JobPhase.PENDING)
+            | Q(stopped=True, tasks__phase__in=_NOT_STOPPED_YET),
             cluster_id=cluster_id,
         )
         .order_by()
@@ -471,8 +478,29 @@ _ADDON_ATTENTION = Statement(
 
 def needing_attention(cluster_id: int) -> set[int]:
     """The Jobs a cycle plans whatever changed: an accepted Operation, a deletion under way, an
-    apply error to retry, a Pending Workflow child (its upstreams may have Succeeded)."""
+    apply error to retry, a Pending Workflow child (its upstreams may have Succeeded), a
+    stopped Job whose Tasks do not read Stopped yet (a stop applied by the operation's own
+    reconcile before any object was made changes nothing a watch sees; spec §Task status:
+    desired replicas 0 is Stopped). Each leaves the set once derived; docs/decisions.md, "What
+    a cycle derives only for the Jobs it touches"."""
     return {pk for (pk,) in _ATTENTION.rows(cluster_id)}
+
+
+_RECOUNT = Statement(
+    lambda: (
+        Workflow.objects.filter(recount_requested_at__isnull=False)
+        .order_by()
+        .values_list("pk", "recount_requested_at")
+    ),
+)
+
+
+def workflows_to_recount() -> dict[int, datetime]:
+    """The Workflows whose counts changed where no watch sees it
+    (jobs.workload.report.recount_workflow), with their marks: every cycle derives them, whatever
+    it touched (their children may be on any cluster, or gone), and clears each mark that no
+    later change renewed (write.Changes.recounted)."""
+    return dict(_RECOUNT.rows())
 
 
 def addons_need_attention(cluster_id: int) -> bool:

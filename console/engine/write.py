@@ -132,6 +132,8 @@ class Changes:
     new_addons: list[Addon] = field(default_factory=list)
     addons: list[Addon] = field(default_factory=list)
     workflows: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    # The Workflows derived for their recount marks, with the marks seen (cleared if unchanged).
+    recounted: dict[int, datetime] = field(default_factory=dict)
     touched_jobs: set[int] = field(default_factory=set)
 
     def empty(self) -> bool:
@@ -256,4 +258,7 @@ def _write_platform(changes: Changes) -> int:
     )
     for pk, phase, fields in changes.workflows:
         count += Workflow.objects.filter(pk=pk, phase=phase).update(**fields)
+    for pk, mark in changes.recounted.items():  # a mark set again since stays for the next cycle
+        marked = Workflow.objects.filter(pk=pk, recount_requested_at=mark)
+        count += marked.update(recount_requested_at=None)
     return count

@@ -5,7 +5,8 @@ A pod proves which Job it belongs to with `TRAINYARD_SIGNAL_TOKEN`, an HMAC of t
 run under the console's secret key: the same value on every reconcile (the pure plan stays
 deterministic), a new one on every resume, nothing to look up and nothing stored in plain.
 Messages are validated per kind; (pod, uid, seq) is unique, so a resent message is counted once
-(an insert that ignores conflicts, safe under concurrency). Old heartbeats and Ray reports are
+and, whatever it carries, changes nothing (an insert that ignores conflicts and returns the keys
+that went in, safe under concurrency; only those are folded). Old heartbeats and Ray reports are
 compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
 run, and the other kinds keep their latest few, at most once a minute per Job run (decided under
 the Job report's row lock, so for every web process together): over a 3-day run the table stays
@@ -173,17 +174,30 @@ def _row(job_id: int, run: int, item: SignalBase, source: str, now: datetime) ->
     )  # fmt: skip
 
 
+KEY = ("pod", "uid", "seq")  # with the Job: one_signal_per_seq
+
+
 def insert(
     job_id: int, run: int, items: Sequence[SignalBase], source: str, now: datetime
-) -> tuple[list[Signal], int]:
-    """The rows and how many went in: one INSERT ... ON CONFLICT DO NOTHING RETURNING, so two
-    requests racing with the same message count it once between them."""
+) -> list[SignalBase]:
+    """The messages that went in, in their order: one INSERT ... ON CONFLICT DO NOTHING
+    RETURNING their keys. A message whose key is stored already (or comes earlier in the same
+    batch) is a duplicate, whatever it carries now: it is neither stored nor folded, and of two
+    requests racing with the same message only one gets it back."""
     rows = [_row(job_id, run, item, source, now) for item in items]
     fields = [f for f in Signal._meta.concrete_fields if not f.primary_key]
     inserted = Signal.objects._insert(  # type: ignore[attr-defined]
-        rows, fields=fields, returning_fields=[Signal._meta.pk], on_conflict=OnConflict.IGNORE
-    )
-    return rows, len(inserted or [])
+        rows, fields=fields, returning_fields=[Signal._meta.get_field(name) for name in KEY],
+        on_conflict=OnConflict.IGNORE,
+    )  # fmt: skip
+    fresh = {tuple(key) for key in inserted or []}
+    accepted = []
+    for item in items:
+        key = (item.pod, item.uid, item.seq)
+        if key in fresh:
+            fresh.discard(key)  # the first of the batch went in; a second one is its duplicate
+            accepted.append(item)
+    return accepted
 
 
 # --- compaction --------------------------------------------------------------------------------

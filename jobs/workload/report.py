@@ -26,7 +26,7 @@ from django.utils import timezone
 from console.statements import Statement
 from jobs.choices import Action, JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
-from jobs.models import Job, WorkloadReport
+from jobs.models import Job, Workflow, WorkloadReport
 from jobs.records import Result, record_operation
 from jobs.status.lifecycle import TransitionRefused, phase_after_stop
 from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive, judge
@@ -44,22 +44,23 @@ class Recorded:
 def record(
     job_id: int, run: int, items: Sequence[SignalBase], source: SignalSource = SignalSource.SIGNAL
 ) -> Recorded:
-    """Store the messages (deduplicated), fold them into the report, and act on a completion
-    (policy `stop_on_completion`). The insert and the fold commit together (one commit per
-    request, the report's row lock taken last); the compaction, when the fold found it due,
-    follows outside the lock. The Job itself is read only when a completion came (most
-    requests carry none)."""
+    """Store the messages (deduplicated), fold the new ones into the report, and act on a
+    completion (policy `stop_on_completion`). A duplicate changes nothing, whatever it carries
+    now (jobs.workload.intake.insert): a batch of duplicates only takes no lock and writes no
+    report. The insert and the fold commit together (one commit per request, the report's row lock
+    taken last); the compaction, when the fold found it due, follows outside the lock. The Job
+    itself is read only when a completion came (most requests carry none)."""
     now = timezone.now()
     with transaction.atomic():
-        rows, accepted = intake.insert(job_id, run, items, source, now)
-        folded = fold(job_id, run, items, source, now)
+        accepted = intake.insert(job_id, run, items, source, now)
+        folded = fold(job_id, run, accepted, source, now) if accepted else Folded("", False)
     if folded.compact:
         intake.compact(job_id, run, now)
     stopped = False
     job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, folded.outcome)
-    return Recorded(accepted, len(rows) - accepted, stopped)
+    return Recorded(len(accepted), len(items) - len(accepted), stopped)
 
 
 def stop_on_completion(job: Job, outcome: str) -> bool:
@@ -79,6 +80,7 @@ def stop_on_completion(job: Job, outcome: str) -> bool:
             return False
         with transaction.atomic():
             if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
+                recount_workflow(job.pk, timezone.now())
                 job.refresh_from_db()
                 reason = Message("operation.stopped_on_completion", {"outcome": outcome})
                 record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
@@ -132,6 +134,8 @@ def fold(
         after = _rarely_changed(report)
         changed = [name for name in RARELY_CHANGED if before[name] != after[name]]
         report.save(update_fields=["latest", "last_received_at", *changed])  # 1/6 of a whole save
+        if "outcome" in changed:  # what the Job's Workflow counts of it (counted_children)
+            recount_workflow(job_id, now)
     return Folded(outcome, compact)
 
 
@@ -268,6 +272,19 @@ def with_workload(jobs: QuerySet[Job]) -> QuerySet[Job]:
 def _policies() -> dict[str, KeyTransform]:
     """The Job's policies read out of its spec by the database, as the annotation POLICIES."""
     return {POLICIES: KeyTransform("policies", "spec")}
+
+
+# --- Workflows ---------------------------------------------------------------------------------
+
+
+def recount_workflow(job_id: int, now: datetime) -> None:
+    """What the Job's Workflow counts of it changed where no watch sees it: its workload's
+    outcome (posted or read by a fallback), a stop, a resume, a delete. A sync cycle derives a
+    Workflow only with the Jobs a Kubernetes change touched, so the Workflow is marked, in the
+    caller's transaction, and the next cycle of any cluster derives it and clears the mark
+    (console.engine.rows.workflows_to_recount): a Workflow is up to date one cycle after
+    any change of what it counts. A Job outside a Workflow marks nothing (one UPDATE)."""
+    Workflow.objects.filter(jobs=job_id).update(recount_requested_at=now)
 
 
 # --- one description for the page, the fragment and the API ------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 
 from console.engine.cycle import sync_cluster
+from console.engine.one_job import reconcile_job
 from console.kube.gateway import BATCH_JOBS, PODS, SERVICES, STATEFULSETS
 from console.models import Cluster
 from jobs import operations
@@ -110,6 +111,31 @@ def test_it_shows_the_tasks_stopped_in_the_cycle_that_applies_the_stop(
     )  # fmt: skip
     assert render_text(stopped.message).startswith("scaled to 0")
     assert phase_of(job) == "Stopped"
+
+
+def test_it_shows_the_tasks_of_a_job_stopped_before_its_objects_were_made_stopped(
+    alice: User, cluster: Cluster
+) -> None:
+    """Spec §Task status: a stopped Job's workload that was never created has desired replicas
+    0. The reconcile that operations ask for (console.tasks.reconcile_job) applies the create
+    and the stop together, writing nothing, so no watch ever sees the Job: the next cycle
+    still derives its Tasks (issue 31: what is derived only for touched Jobs)."""
+    sync_cluster(cluster.pk)  # the cluster's first cycle, which derives everything, is over
+    job = submit(alice, cluster, "early", task("head"))
+    operations.stop_job(alice, Job.objects.get(pk=job.pk))
+    reconcile_job(job.pk)
+    assert set(Operation.objects.filter(job=job).values_list("result", flat=True)) == {"applied"}
+    assert names(cluster, STATEFULSETS) == []
+
+    sync_cluster(cluster.pk)
+
+    stopped = Task.objects.get(job=job)
+    assert (stopped.phase, render_text(stopped.message)) == (
+        "Stopped",
+        "not created: the job is stopped",
+    )
+    assert phase_of(job) == "Stopped"
+    assert sync_cluster(cluster.pk).jobs == 0  # derived once: no longer needs attention
 
 
 def test_it_resumes_from_the_original_template_even_after_an_edit_behind_its_back(

@@ -16,7 +16,7 @@ from django.test import Client
 
 from console import metrics
 from console.models import ApiToken, Cluster
-from jobs.models import Job, Signal
+from jobs.models import Job, Signal, WorkloadReport
 from jobs.workload.intake import BATCH, signal_token, token_owner
 from jobs.workload.report import record
 
@@ -192,6 +192,40 @@ def test_it_counts_a_resent_message_once(job: Job) -> None:
     twice = post(job.pk, [message("heartbeat", 7), message("heartbeat", 7)], token(job))
     assert twice.json() == {"accepted": 1, "duplicates": 1}
     assert Signal.objects.filter(job=job).count() == 3
+
+
+def test_it_folds_nothing_of_a_duplicate_whatever_it_carries_now(job: Job) -> None:
+    """Issue 31, defect 2: a message resent with other content (same pod, uid and seq) is a
+    duplicate, and a duplicate changes nothing: neither the stored row nor the report."""
+    post(job.pk, message("progress", 5), token(job))  # step 12
+    before = WorkloadReport.objects.get(job=job)
+
+    retried = [message("progress", 5, step=20), message("heartbeat", 6)]
+    answer = post(job.pk, retried, token(job))
+
+    assert answer.json() == {"accepted": 1, "duplicates": 1}
+    report = WorkloadReport.objects.get(job=job)
+    assert report.latest["progress"] == before.latest["progress"]  # step 12, as first received
+    assert report.steps == before.steps
+    assert "heartbeat" in report.latest  # the new message in the same batch is folded
+    assert Signal.objects.get(job=job, seq=5).data["step"] == 12
+
+
+def test_it_folds_the_first_of_a_message_sent_twice_in_one_batch(job: Job) -> None:
+    """The first one is stored; the second, whatever it carries, is its duplicate."""
+    twice = [message("completion", 8, outcome="succeeded"), message("completion", 8)]
+    answer = post(job.pk, twice, token(job))
+    assert answer.json() == {"accepted": 1, "duplicates": 1}
+    report = WorkloadReport.objects.get(job=job)
+    assert (report.outcome, report.latest["completion"]["outcome"]) == ("succeeded", "succeeded")
+
+
+def test_it_changes_nothing_for_a_batch_of_duplicates_only(job: Job) -> None:
+    post(job.pk, [message("progress", 5), message("heartbeat", 6)], token(job))
+    before = WorkloadReport.objects.values().get(job=job)
+    answer = post(job.pk, [message("progress", 5, step=30), message("heartbeat", 6)], token(job))
+    assert answer.json() == {"accepted": 0, "duplicates": 2}
+    assert WorkloadReport.objects.values().get(job=job) == before  # not even its last message
 
 
 def test_it_starts_a_new_sequence_for_a_recreated_pod(job: Job) -> None:
