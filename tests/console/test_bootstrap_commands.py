@@ -1,6 +1,7 @@
 """The bootstrap commands (issue 31, item 5): `create_project`, `add_member`, `allow_cluster` and
 `add_cluster --project` make from a script what an operator makes on the Projects pages, through
-the same functions (console.projects), audited alike. Each can run again and changes nothing."""
+the same functions (console.projects), audited alike; `create_user` makes their users. Each can
+run again and changes nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from console.models import AuditEvent, Cluster, Membership, Project
-from jobs.access import operates_in, reads_project, usable_clusters
+from jobs.access import is_operator, operates_in, reads_project, usable_clusters
 from tests.conftest import KUBECONFIG
 
 Action = AuditEvent.Action
@@ -198,3 +199,52 @@ def test_the_roles_given_by_the_commands_are_the_roles_of_the_pages(
     assert not operates_in(olga, robotics.pk)
     run("add_member", "robotics", "olga")
     assert operates_in(User.objects.get(pk=olga.pk), robotics.pk)
+
+
+def test_it_creates_a_user_once_and_never_resets_their_password(db: None, tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("correct horse battery\n")
+    assert run("create_user", "dave", "--password-file", str(secret)) == "Created user dave.\n"
+    secret.write_text("another long password\n")
+    assert run("create_user", "dave", "--password-file", str(secret)) == (
+        "User dave exists: nothing changed.\n"
+    )
+    dave = User.objects.get(username="dave")
+    assert dave.check_password("correct horse battery")
+    assert not dave.is_staff and not dave.is_superuser
+    assert run("create_user", "erin") == (
+        "Created user erin without a password (set one in the admin, /admin/).\n"
+    )
+    assert not User.objects.get(username="erin").has_usable_password()
+
+
+def test_it_makes_an_operator_once_audited_as_a_change_of_rights(olga: User) -> None:
+    assert run("create_user", "olga", "--operator") == "User olga exists: nothing changed.\n"
+    assert run("create_user", "frank", "--operator") == (
+        "Created user frank without a password (set one in the admin, /admin/).\n"
+        "frank is now an operator.\n"
+    )
+    assert run("create_user", "frank", "--operator") == "User frank exists: nothing changed.\n"
+    assert is_operator(User.objects.get(username="frank"))
+    made_operators = [event for event in audited(Action.ROLE_CHANGE) if event[1] == "user frank"]
+    assert made_operators == [("", "user frank", "user_groups: add operators")]
+
+
+@pytest.mark.parametrize(
+    ("args", "password", "message"),
+    [
+        (("dave smith",), "", "'dave smith' is not a valid user name: Enter a valid username"),
+        (("dave",), "short", "is refused: This password is too short"),
+        (("dave",), None, "Cannot read .*: FileNotFoundError"),
+    ],
+)
+def test_it_says_what_is_wrong_with_a_user_and_creates_none(
+    db: None, tmp_path: Path, args: tuple[str, ...], password: str | None, message: str
+) -> None:
+    secret = tmp_path / "password"
+    if password is not None:
+        secret.write_text(password)
+    extra = ("--password-file", str(secret)) if password != "" else ()
+    with pytest.raises(CommandError, match=message):
+        run("create_user", *args, *extra)
+    assert not User.objects.exists()
