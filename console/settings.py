@@ -504,7 +504,7 @@ TRAINYARD_METRICS_TOKEN = env("TRAINYARD_METRICS_TOKEN")
 TRAINYARD_LOG_FORMAT = env_choice("TRAINYARD_LOG_FORMAT", "text", ("text", "json"))
 if TRAINYARD_LOG_FORMAT == "json":  # one JSON object per line and event (console/logs.py)
     LOGGING["formatters"] = {"json": {"()": "console.logs.JsonFormatter"}}
-    LOGGING["handlers"]["console"]["formatter"] = "json"
+    LOGGING["handlers"]["console"]["formatter"] = "json"  # type: ignore[index]
 
 # Static files are served by the web process itself (whitenoise), from a directory the image
 # fills at build time (`collectstatic`); out of debug mode under hashed names, cached for good.
