@@ -12,6 +12,7 @@ import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from kombu import Queue
@@ -53,6 +54,47 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# The loggers that write a line for every Celery task received and done, every beat tick, every
+# reconcile and every request to the development server (runserver): per-task and per-request
+# detail, held at WARNING so that their warnings and errors (a failed task, a 4xx, a 5xx) are
+# still logged. urllib3 warns of each retried connection to a cluster, which the sync's summary
+# of that cycle says in the console's words: held at ERROR.
+DETAIL_LOGGERS = {
+    "celery.worker.strategy": "WARNING",
+    "celery.app.trace": "WARNING",
+    "celery.beat": "WARNING",
+    "console.engine.one_job": "WARNING",
+    "django.server": "WARNING",
+    "urllib3.connectionpool": "ERROR",
+}
+
+
+def log_level(value: str) -> str:
+    """TRAINYARD_LOG_LEVEL: a level name of Python's logging, in either case."""
+    if value.upper() not in LOG_LEVELS:
+        raise ConfigError(
+            f"TRAINYARD_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {value!r}"
+        )
+    return value.upper()
+
+
+def detail_loggers(detail: bool, level: str) -> dict[str, dict[str, Any]]:
+    """The detail loggers held back, or let through from INFO (DEBUG at that level).
+
+    Django's own loggers are sent to the root's handler (and its format: JSON lines too)
+    instead of the handlers Django gives them, which this configuration removes: the
+    development server's, and the one that printed each of Django's lines a second time while
+    debugging."""
+    shown = "DEBUG" if level == "DEBUG" else "INFO"
+    config: dict[str, dict[str, Any]] = {
+        name: {"level": shown if detail else held} for name, held in DETAIL_LOGGERS.items()
+    }
+    config["django.server"]["propagate"] = True
+    config["django"] = {"level": "INFO"}  # as Django sets it: no SQL statements at DEBUG
+    return config
 
 
 def proxy_networks(value: str) -> list[str]:
@@ -342,11 +384,17 @@ TRAINYARD_LOG_PROGRESS_SECONDS = env_int("TRAINYARD_LOG_PROGRESS_SECONDS", 60, m
 # "Pod Security").
 TRAINYARD_POD_USER = pod_user(env("TRAINYARD_POD_USER", "1000"))
 
-LOGGING = {
+# What a person reads by default: the console's own lines (a summary per sync cycle, a relist),
+# every warning and error. A line for every Celery task, beat tick, reconcile and development-
+# server request is detail, logged with TRAINYARD_LOG_DETAIL (docs/operations.md, "Logs").
+TRAINYARD_LOG_LEVEL = log_level(env("TRAINYARD_LOG_LEVEL", "INFO"))
+TRAINYARD_LOG_DETAIL = env_bool("TRAINYARD_LOG_DETAIL", TRAINYARD_LOG_LEVEL == "DEBUG")
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("TRAINYARD_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": TRAINYARD_LOG_LEVEL},
+    "loggers": detail_loggers(TRAINYARD_LOG_DETAIL, TRAINYARD_LOG_LEVEL),
 }
 
 CELERY_BEAT_SCHEDULE = {

@@ -23,7 +23,8 @@ def sync_all_clusters() -> None:
 
 @shared_task
 def sync_cluster(cluster_id: int) -> None:
-    """Each cycle is added to the cluster's metrics (console.metrics), failed ones too."""
+    """Each cycle is added to the cluster's metrics (console.metrics), failed ones too, and
+    logged in one line: its summary, a warning when the cluster was unreachable."""
     from console import metrics
     from console.engine.cycle import sync_cluster as run
 
@@ -35,7 +36,9 @@ def sync_cluster(cluster_id: int) -> None:
             metrics.record_failed_sync(cluster_id, time.monotonic() - started)
             raise
         metrics.record_sync(result)
-        logger.info(
+        failed = not result.reachable and not result.skipped
+        logger.log(
+            logging.WARNING if failed else logging.INFO,
             "sync of cluster %s (%s): %s", result.name, cluster_id, result.summary(),
             extra={"cluster": result.name, "skipped": result.skipped, "seconds": result.seconds},
         )  # fmt: skip

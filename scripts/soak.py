@@ -193,6 +193,7 @@ def run(minutes: float, speed: float, var_dir: Path) -> int:
         "TRAINYARD_SIM_PORT": str(free_port()),
         "TRAINYARD_SIM_SPEED": str(speed),
         "TRAINYARD_SYNC_INTERVAL": "1",
+        "TRAINYARD_LOG_DETAIL": "true",  # a line per task done: the figures count them
     }
     make = subprocess.Popen(
         ["make", "--no-print-directory", "-o", ".venv/.installed", "run"],

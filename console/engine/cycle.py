@@ -246,7 +246,6 @@ def _unreachable(
         cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now,
         watch_cursors=dropped,
     )  # fmt: skip
-    logger.warning("cluster %s unreachable: %s", cluster.name, message)
     return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 
 

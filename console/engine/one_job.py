@@ -81,4 +81,7 @@ def reconcile_job(job_id: int) -> None:
         outcome = Outcome(unreachable=str(error), why_unreachable=unreachable_reason(error))
     operations = pending_operations(Q(job_id=job.pk)).get(job.pk, [])
     record(job, outcome, operations, blocked, now, cluster.name)
-    logger.info("reconciled job %s: %s writes, %s", job.pk, outcome.writes, outcome.error_message)
+    if outcome.ok:
+        logger.info("reconciled job %s: %s writes", job.pk, outcome.writes)
+    else:
+        logger.warning("reconcile of job %s: %s", job.pk, outcome.error_message)

@@ -8,7 +8,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Prefetch, Q
@@ -43,7 +42,7 @@ class MemberForm(forms.Form):
     def clean_username(self) -> Any:
         """The active user of that name, who is not in the project yet."""
         name = self.cleaned_data["username"].strip()
-        user = get_user_model().objects.filter(username=name, is_active=True).first()
+        user = changes.active_user(name)
         if user is None:
             raise forms.ValidationError(_("No active user is named %(name)s.") % {"name": name})
         if self.project.memberships.filter(user=user).exists():

@@ -4,6 +4,7 @@ embedded SQLite broker by default, Redis in CI), syncs a registered cluster with
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -76,3 +77,13 @@ def test_it_syncs_a_registered_cluster_on_the_beat(
         assert cluster.reachable, log
         assert cluster.last_synced_at is not None, log
         assert set(Node.objects.values_list("phase", flat=True)) == {Node.Phase.ONLINE}
+    # The worker's own log, as `make run` shows it (issue 31, item 4): each cycle's summary
+    # (written just after the cycle's rows), no line per task received or done nor per beat tick.
+    summary = re.compile(r"^sync of cluster sim \(\d+\): (relist|watch): ", re.MULTILINE)
+    deadline = time.monotonic() + 20
+    while not summary.search(log) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        log = (tmp_path / "worker.log").read_text(errors="replace")
+    assert summary.search(log), log
+    assert not re.search(r"Task console\.tasks\.\w+\[[-0-9a-f]+\] (received|succeeded)", log), log
+    assert "Sending due task" not in log, log

@@ -200,7 +200,8 @@ def test_it_records_the_cycle_a_sync_task_ran_and_names_its_cluster_in_the_log(
     assert (stats.result, stats.cycles) == (SyncStats.Result.UNREACHABLE, 1)
     record = next(r for r in caplog.records if r.name == "console.tasks")
     line = json.loads(JsonFormatter().format(record))
-    assert (line["cluster"], line["skipped"], line["level"]) == ("gpu-a", False, "INFO")
+    # An unreachable cluster's summary is the cycle's warning (issue 31, item 4).
+    assert (line["cluster"], line["skipped"], line["level"]) == ("gpu-a", False, "WARNING")
     assert "UNREACHABLE" in line["message"]
 
 

@@ -86,6 +86,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
         TRAINYARD_VAR_DIR=str(tmp_path),  # a fresh embedded broker file
         TRAINYARD_FIELD_KEYS=",".join(settings.TRAINYARD_FIELD_KEYS),  # this run's rows' key
         DJANGO_SETTINGS_MODULE="console.settings",
+        TRAINYARD_LOG_DETAIL="true",  # the tests read the tasks received and the beats' ticks
     )
     started = Processes(env, tmp_path)
     yield started

@@ -96,3 +96,81 @@ def test_the_pods_of_the_demo_post_their_signals_to_the_web_server_on_its_port(
             capture_output=True, text=True, timeout=60, env=env | extra,
         )  # fmt: skip
         assert f"url={url}" in result.stdout
+
+
+# What `make run`'s processes log (issue 31, item 4): the lines a person acts on, not one line
+# per task, beat tick, reconcile or request. Each line below is written through the logger that
+# writes it in the worker, the beat or the development server.
+LINES = """
+import logging
+import django
+django.setup()
+for name, level, text in [
+    ("celery.worker.strategy", "INFO", "Task console.tasks.reconcile_job[1f] received"),
+    ("celery.app.trace", "INFO", "Task console.tasks.reconcile_job[1f] succeeded in 0.02s"),
+    ("celery.beat", "INFO", "Scheduler: Sending due task sync-clusters"),
+    ("console.engine.one_job", "INFO", "reconciled job 7: 2 writes"),
+    ("django.server", "INFO", '"POST /api/v1/jobs/7/signals HTTP/1.1" 202 32'),
+    ("urllib3.connectionpool", "WARNING", "Retrying after connection broken by refused"),
+    ("console.tasks", "INFO", "sync of cluster demo (1): watch: 3 changes applied"),
+    ("console.tasks", "WARNING", "sync of cluster gone (2): UNREACHABLE after 0.01s"),
+    ("celery.app.trace", "ERROR", "Task console.tasks.sync_cluster[2e] raised unexpected"),
+    ("console.engine.one_job", "WARNING", "reconcile of job 8: HTTP 403 forbidden"),
+    ("django.server", "WARNING", '"POST /api/v1/jobs/9/signals HTTP/1.1" 404 58'),
+    ("django.request", "WARNING", "Not Found: /api/v1/jobs/9/signals"),
+]:
+    logging.getLogger(name).log(getattr(logging, level), text)
+"""
+KEPT = [
+    "sync of cluster demo (1): watch: 3 changes applied",
+    "sync of cluster gone (2): UNREACHABLE after 0.01s",
+    "Task console.tasks.sync_cluster[2e] raised unexpected",
+    "reconcile of job 8: HTTP 403 forbidden",
+    '"POST /api/v1/jobs/9/signals HTTP/1.1" 404 58',
+    "Not Found: /api/v1/jobs/9/signals",  # once: Django's own handler printed it a second time
+]
+DETAIL = [
+    "Task console.tasks.reconcile_job[1f] received",
+    "Task console.tasks.reconcile_job[1f] succeeded in 0.02s",
+    "Scheduler: Sending due task sync-clusters",
+    "reconciled job 7: 2 writes",
+    '"POST /api/v1/jobs/7/signals HTTP/1.1" 202 32',
+    "Retrying after connection broken by refused",
+]
+
+
+def logged(tmp_path: Path, **environ: str) -> list[str]:
+    """The lines a process started with these variables logs (settings as Django loads them)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINYARD_")}
+    env |= {"TRAINYARD_VAR_DIR": str(tmp_path), **environ}
+    result = subprocess.run(
+        [sys.executable, "-c", LINES], capture_output=True, text=True, timeout=60, env=env,
+        check=True,
+    )  # fmt: skip
+    return result.stderr.splitlines()
+
+
+def test_it_logs_each_sync_and_every_warning_but_no_line_per_task_or_request(
+    tmp_path: Path,
+) -> None:
+    assert logged(tmp_path) == KEPT
+
+
+def test_it_logs_every_task_and_request_one_setting_away(tmp_path: Path) -> None:
+    everything = set(KEPT + DETAIL)
+    assert set(logged(tmp_path, TRAINYARD_LOG_DETAIL="true")) == everything
+    assert set(logged(tmp_path, TRAINYARD_LOG_LEVEL="debug")) >= everything
+    assert logged(tmp_path, TRAINYARD_LOG_LEVEL="warning") == KEPT[1:]
+
+
+def test_the_worker_and_beat_of_make_run_print_no_banner_and_log_at_the_level_set() -> None:
+    """`--quiet` keeps Celery's start-up banners (about 40 lines) from pushing the address and
+    the login off the screen; `-l` follows TRAINYARD_LOG_LEVEL (Celery sets the root logger's
+    level from it, over the settings')."""
+    commands = dict(
+        line.split(": ", 1)
+        for line in (settings.BASE_DIR / "Procfile.dev").read_text().splitlines()
+    )
+    for name in ("worker", "beat"):
+        assert "celery -A console --quiet " in commands[name]
+        assert commands[name].endswith(" -l ${TRAINYARD_LOG_LEVEL:-info}")

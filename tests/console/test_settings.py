@@ -63,6 +63,12 @@ def test_it_refuses_to_start_in_production_without_field_keys(tmp_path) -> None:
             "TRAINYARD_DIAGNOSTICS must be one of operators, members, not 'everyone'",
         ),
         ("TRAINYARD_FIELD_KEYS", "not-a-key", "TRAINYARD_FIELD_KEYS: key 1 is not a Fernet key"),
+        (
+            "TRAINYARD_LOG_LEVEL",
+            "loud",
+            "TRAINYARD_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not 'loud'",
+        ),
+        ("TRAINYARD_LOG_DETAIL", "yes", "TRAINYARD_LOG_DETAIL must be true, false, 1 or 0"),
     ],
 )
 def test_a_bad_value_is_a_clear_startup_error(name: str, value: str, message: str) -> None:

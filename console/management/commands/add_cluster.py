@@ -1,10 +1,13 @@
-"""`manage.py add_cluster NAME --kubeconfig FILE [--context CTX] [--namespace NS]`
-(or `--kubeconfig-path FILE` to keep a reference to the file instead of its content;
-`--insecure` to allow a kubeconfig that skips TLS verification).
+"""`manage.py add_cluster NAME --kubeconfig FILE [--context CTX] [--namespace NS]
+[--project PROJECT ...]` (or `--kubeconfig-path FILE` to keep a reference to the file instead
+of its content; `--insecure` to allow a kubeconfig that skips TLS verification).
 
-Registers a cluster, or updates the one of that name. The kubeconfig is validated first (nothing
-that runs code or reads files on this host, no proxy, TLS verified unless --insecure, at most
-256 KiB), stored encrypted (or read from its path at every use), and never printed back.
+Registers a cluster, or updates the one of that name; the same values again change nothing (and
+record nothing), so a deployment script may run it on every start. The kubeconfig is validated
+first (nothing that runs code or reads files on this host, no proxy, TLS verified unless
+--insecure, at most 256 KiB), stored encrypted (or read from its path at every use), and never
+printed back. Each `--project` (which must exist) may then use the cluster, as with
+`manage.py allow_cluster`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from django.core.validators import validate_slug
 
 from console import audit
 from console.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
+from console.management.commands.allow_cluster import allow
+from console.management.names import project_named
 from console.models import Cluster
+
+VIA = "manage.py add_cluster"
 
 
 class Command(BaseCommand):
@@ -41,6 +48,14 @@ class Command(BaseCommand):
         )
         parser.add_argument("--context", default="", help="the context (default: current-context)")
         parser.add_argument("--namespace", default="", help="default namespace for new jobs")
+        parser.add_argument(
+            "--project",
+            action="append",
+            default=[],
+            dest="projects",
+            metavar="PROJECT",
+            help="a project whose Jobs may run on the cluster (repeat for more)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name: str = options["name"]
@@ -50,6 +65,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{name!r} is not a valid cluster name (letters, digits, - and _)."
             ) from None
+        projects = [project_named(project) for project in options["projects"]]
         reference = options["kubeconfig_path"]
         text = _read(Path(reference or options["kubeconfig"]))
         try:
@@ -68,20 +84,32 @@ class Command(BaseCommand):
             if reference
             else {"kubeconfig": text, "kubeconfig_path": ""}
         )
-        cluster, created = Cluster.objects.update_or_create(
-            name=name,
-            defaults={
-                **source, "context": context, "namespace": namespace,
-                "insecure": options["insecure"],
-            },
-        )  # fmt: skip
-        action = audit.Action.CLUSTER_CREATE if created else audit.Action.CLUSTER_CHANGE
-        audit.record(action, target=f"cluster {name}", detail="manage.py add_cluster")
-        verb = "Registered" if created else "Updated"
-        self.stdout.write(
-            f"{verb} cluster {cluster.name}: server {server}, context {context}, "
-            f"default namespace {namespace}."
-        )
+        fields = {
+            **source, "context": context, "namespace": namespace, "insecure": options["insecure"],
+        }  # fmt: skip
+        cluster, verb = _registered(name, fields)
+        facts = f"server {server}, context {context}, default namespace {namespace}"
+        if verb:
+            self.stdout.write(f"{verb} cluster {cluster.name}: {facts}.")
+        else:
+            self.stdout.write(
+                f"Cluster {cluster.name} is registered so ({facts}): nothing changed."
+            )
+        for project in projects:
+            for line in allow(project, [cluster], VIA):
+                self.stdout.write(line)
+
+
+def _registered(name: str, fields: dict[str, Any]) -> tuple[Cluster, str]:
+    """The cluster with these fields, and what was done ("" for nothing): a change is audited,
+    no change is not."""
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is not None and all(getattr(cluster, key) == value for key, value in fields.items()):
+        return cluster, ""
+    cluster, created = Cluster.objects.update_or_create(name=name, defaults=fields)
+    action = audit.Action.CLUSTER_CREATE if created else audit.Action.CLUSTER_CHANGE
+    audit.record(action, target=f"cluster {name}", detail=VIA)
+    return cluster, "Registered" if created else "Updated"
 
 
 def _read(path: Path) -> str:
