@@ -101,6 +101,7 @@ class Seen:
     kinds: list[str]
     state: str
     reason: str
+    code: str  # the reason's code (jobs.messages)
 
 
 @dataclass
@@ -123,10 +124,10 @@ class Console:
         workload = workload_of(Job.objects.select_related("workload").get(pk=self.job.pk))
         with translation.override("en"):
             reason = render_text(encode(workload.reason)) if workload.reason else ""
+        code = workload.reason.code if workload.reason else ""
+        seen = Seen(time.monotonic() - self.started, kinds, str(workload.state), reason, code)
         with self.changed:
-            self.seen.append(
-                Seen(time.monotonic() - self.started, kinds, str(workload.state), reason)
-            )
+            self.seen.append(seen)
             self.changed.notify_all()
         return int(answer.status_code)
 
@@ -291,6 +292,20 @@ class Round:
     def degraded(self) -> bool:
         return any(seen.state == WorkloadState.DEGRADED for seen in self.seen)
 
+    def gathering(self) -> str:
+        """The batches that said fewer nodes than expected while the wrapper waited for them
+        (each Degraded under the rule before issue 31), and for how long."""
+        waits = [seen.seconds for seen in self.seen if seen.code == "workload.gathering"]
+        after = [seen.seconds for seen in self.seen if waits and seen.seconds > waits[-1]]
+        if not waits:
+            return "no batch said fewer nodes than expected"
+        until = after[0] if after else waits[-1]
+        return (
+            f"{len(waits)} batches said fewer nodes than expected while the wrapper waited, "
+            f"{until - waits[0]:.1f} s of the start (from {waits[0]:.1f} s): each read Degraded "
+            "under the rule before issue 31, Starting now"
+        )
+
 
 def run_round(name: str, worker: str, scratch: Path) -> Round:
     scratch.mkdir(parents=True)
@@ -410,8 +425,8 @@ def verdict(passed: bool) -> str:
 
 
 def stop_row(round_: Round) -> str:
-    left = "still there" if round_.worker_left is None else f"{round_.worker_left:.1f} s"
-    head = "still there" if round_.head_left is None else f"{round_.head_left:.1f} s"
+    left = "still there" if round_.worker_left is None else f"{round_.worker_left:.2f} s"
+    head = "still there" if round_.head_left is None else f"{round_.head_left:.2f} s"
     target = round_.worker_left is not None and round_.worker_left <= STOP_TARGET
     return (
         f"| {round_.worker} | {left} (exit code {round_.worker_code}) | "
@@ -437,7 +452,7 @@ def report(rounds: list[Round], version: str) -> str:
         "### The start, as the console derived it after each batch the wrapper posted",
         "",
         f"Round with the template's worker: the entry's tasks ran on {now.tasks_line}; "
-        f"completion {now.completion}. Degraded at any point: "
+        f"completion {now.completion}; {now.gathering()}. Degraded at any point: "
         f"{'yes' if now.degraded else 'no'} — {verdict(not now.degraded)}.",
         "",
         "| Since the head started | Signals in the batch | Workload | Why |",
@@ -445,13 +460,14 @@ def report(rounds: list[Round], version: str) -> str:
         *timeline(now.seen, now.worker_started),
         "",
         f"Round with the previous worker script: tasks ran on {before.tasks_line}; completion "
-        f"{before.completion}; Degraded at any point: {'yes' if before.degraded else 'no'} — "
+        f"{before.completion}; {before.gathering()}; Degraded at any point: "
+        f"{'yes' if before.degraded else 'no'} — "
         f"{verdict(not before.degraded)}.",
         "",
         "### The stop",
         "",
         "| Worker script | Worker left after SIGTERM | Its processes alive 1 s later, outside "
-        "a container | Head left after SIGTERM | Target (<= 10 s) |",
+        "a container | Head left after SIGTERM | Within 10 s |",
         "|---|---|---|---|---|",
         stop_row(now),
         stop_row(before),
