@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint bench bench-tools browsers screenshots image-check clean
+.PHONY: run test check lint bench bench-tools ray-tools browsers screenshots image-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@scripts/find-python >/dev/null
@@ -40,7 +40,7 @@ image-check: $(STAMP)
 # Redis database the benchmarks flush and fill: never production's (`createdb trainyard_bench`).
 BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/trainyard_bench
 BENCH_REDIS_URL    ?= redis://127.0.0.1:6379/3
-bench: $(STAMP) bench-tools
+bench: $(STAMP) bench-tools ray-tools
 	DATABASE_URL=$(BENCH_DATABASE_URL) REDIS_URL=$(BENCH_REDIS_URL) $(PYTHON) -m bench
 
 # The load benchmark's locust, in a virtualenv of its own (requirements-bench.txt), so that the
@@ -52,6 +52,17 @@ $(BENCH_VENV)/.installed: requirements-bench.txt
 	$$(scripts/find-python) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --upgrade pip
 	$(BENCH_VENV)/bin/pip install -q -r requirements-bench.txt
+	touch $@
+
+# The Ray benchmark's Ray (bench/ray_cluster.py): `ray[default]` in a virtualenv of its own
+# (requirements-ray.txt), run as the RLinf template's head and worker on this machine.
+RAY_VENV := var/bench/ray-venv
+ray-tools: $(RAY_VENV)/.installed
+$(RAY_VENV)/.installed: requirements-ray.txt
+	@scripts/find-python >/dev/null
+	$$(scripts/find-python) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/pip install -q --upgrade pip
+	$(RAY_VENV)/bin/pip install -q -r requirements-ray.txt
 	touch $@
 
 browsers:

@@ -8,7 +8,11 @@ It runs in the Ray head container after the head is up, in front of the training
 
 1. It waits until Ray has the expected nodes alive (`ray list nodes` in a subprocess: Ray is
    never imported here), reporting phase `waiting_for_nodes` and `ray` membership; after
-   --nodes-timeout seconds it reports a failed completion (reason RayNodesTimeout).
+   --nodes-timeout seconds it reports a failed completion (reason RayNodesTimeout). First it
+   checks that Ray's state API can answer at all: without `ray` on PATH, or with Ray installed
+   without `ray[default]` (no dashboard, which serves the state API), it reports a failed
+   completion at once (reason RayStateApiMissing) and exits 2, instead of waiting out its
+   deadline to report "0 of N nodes alive".
 2. It runs the entry as its own process: the exit code is the entry's, never a `tee`'s. Its
    output is passed through as it comes (stdout to stdout, stderr to stderr: `kubectl logs`
    shows both), with PYTHONUNBUFFERED=1 so a Python entry's lines are not held in a buffer.
@@ -39,6 +43,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +64,20 @@ MESSAGE_CHARS = 1024
 MAX_METRICS = 32
 MAX_LINE = 65536  # longer partial lines are not parsed
 PROBE_SECONDS = 20.0  # one `ray list nodes` at most
+EXIT_NO_STATE_API = 2  # the image cannot run this wrapper: fail loudly, never idle
+# Ray's own test of whether its dashboard, which serves the state API, can start on a node
+# (ray/dashboard/optional_deps.py imports what `ray[default]` adds), run in Ray's Python: it
+# prints the missing module and exits MISSING; a layout it does not know (a future Ray) says
+# nothing, and the wait tells as before.
+MISSING = 3
+STATE_API_CHECK = """import sys
+try:
+    import ray.dashboard.optional_deps
+except ModuleNotFoundError as error:
+    if error.name and error.name.split(".")[0] != "ray":
+        print(error.name)
+        sys.exit(3)
+"""
 
 
 def say(text: str) -> None:
@@ -224,6 +243,40 @@ def ray_membership(address: str) -> Membership | None:
         say(f"`ray list nodes` answered no node list: {done.stdout.strip()[:300]!r}")
         return None
     return Membership(len(alive), int(gpus))
+
+
+def ray_python(ray: str) -> list[str]:
+    """The interpreter the `ray` command runs with (its `#!` line), else this one."""
+    try:
+        with open(ray, "rb") as file:
+            first = file.readline(512).decode("utf-8", "replace")
+    except OSError:
+        return [sys.executable]
+    words = first[2:].split() if first.startswith("#!") else []
+    return words if words and "python" in os.path.basename(words[-1]) else [sys.executable]
+
+
+def state_api_missing() -> str:
+    """Why `ray list nodes` can never answer in this image, known at once; "" when it can, or
+    when that cannot be told (then the wait for the nodes tells, as before)."""
+    ray = shutil.which("ray")
+    if ray is None:
+        return "the `ray` command is not on PATH: the image needs ray[default]"
+    try:
+        done = subprocess.run(
+            [*ray_python(ray), "-c", STATE_API_CHECK],
+            capture_output=True, text=True, timeout=PROBE_SECONDS, check=False,
+        )  # fmt: skip
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return ""
+    module = (done.stdout.strip().splitlines() or [""])[-1][:100]
+    if done.returncode != MISSING or not module:
+        return ""
+    return (
+        "Ray is installed without ray[default] (its module " + module + " is missing): "
+        "Ray's state API (`ray list nodes`, served by Ray's dashboard), which this wrapper "
+        "reads to wait for the nodes, never answers. Install ray[default] in the image."
+    )
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -491,6 +544,10 @@ def main(argv: list[str] | None = None) -> int:
         driver.complete(completion, mark=False)  # again: a restarted pod is a new sequence
     else:
         signals.phase("starting")
+        if args.expected_nodes > 0 and (missing := state_api_missing()):
+            say(missing)
+            driver.complete(Completion("failed", None, "RayStateApiMissing", missing), mark=False)
+            return EXIT_NO_STATE_API  # no done marker: the restarted container checks again
         if args.expected_nodes > 0:
             completion = driver.wait_for_nodes()
         completion = completion or driver.run_entry()

@@ -127,6 +127,7 @@ CODES: dict[str, Promise | str] = {
     "workload.quiet": _(
         "No message for %(seconds)s s (limit %(limit)s s: three heartbeat intervals)."
     ),
+    "workload.gathering": _("Waiting for its Ray nodes: %(alive)s of %(expected)s alive."),
     "workload.degraded": _("%(alive)s of %(expected)s Ray nodes alive."),
     "workload.stalled": _("Step %(step)s has not advanced for %(seconds)s s (limit %(limit)s s)."),
     "workload.progressing": _("At step %(step)s."),

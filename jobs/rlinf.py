@@ -6,6 +6,8 @@ The traps it removes (RLinf's own multi-node guide and launch scripts):
   on every node: 0 on the head, the StatefulSet ordinal + 1 on the workers;
 - `ray start` returns at once unless `--block`, and a container whose process returned exits:
   each node keeps its `ray start --block` as the container's life;
+- `ray start --block` answers SIGTERM by draining its node for up to 30 s: a worker's shell
+  answers it instead, at once (worker_script);
 - the driver must run inside the head (`ray.init(address="auto")` elsewhere starts a private
   Ray and waits for its nodes for ever): the head runs Ray in the background and the driver
   wrapper (`client/trainyard_driver.py`) in front, which waits for the expected nodes, keeps the
@@ -47,6 +49,8 @@ DRIVER = "/opt/trainyard/trainyard_driver.py"
 MAX_NODES = 64
 MAX_GPUS = 64
 MAX_OVERRIDES = 64
+# A worker's answer to SIGTERM (worker_script): Ray's node gone at once, the container ended.
+WORKER_ON_TERM = 'kill -KILL "$node" 2>/dev/null; exit 0'
 # The template's policies unless the request chooses otherwise: a finished run frees its GPUs.
 POLICIES = {"stop_on_completion": True}
 # The entry scripts of RLinf's examples, and their configuration directories.
@@ -187,12 +191,22 @@ def head_script(choices: RlinfIn) -> str:
 
 def worker_script() -> str:
     """A worker container: its rank from the StatefulSet ordinal (the pod's hostname ends with
-    it), exported before Ray starts; Ray blocks for the container's life. The head's name is
-    the Job's as the container reads it, so a clone's workers join the clone's head."""
+    it), exported before Ray starts; Ray blocks for the container's life, and its end (Ray died)
+    ends the container with Ray's exit code. The head's name is the Job's as the container reads
+    it, so a clone's workers join the clone's head.
+
+    The shell stays in front to answer SIGTERM at once (issue 31): Ray's own SIGTERM handler
+    asks the head to drain the node and waits for it to go idle, for up to 30 s
+    (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S) — a training node never goes idle, and on a stop the
+    head is already gone, so every stop held the worker and its GPUs for the whole grace period.
+    SIGKILL to `ray start` takes its node down with it (Ray's processes die with their parent:
+    Linux's parent-death signal) and the container's end takes anything left."""
     return (
         "set -eo pipefail; "
         "export RLINF_NODE_RANK=$(( ${HOSTNAME##*-} + 1 )); "
-        f'exec ray start --address="{head_dns("${TRAINYARD_JOB}")}:{RAY_PORT}" --block'
+        f"trap {shlex.quote(WORKER_ON_TERM)} TERM; "
+        f'ray start --address="{head_dns("${TRAINYARD_JOB}")}:{RAY_PORT}" --block & '
+        'node=$!; wait "$node"'
     )
 
 

@@ -10,7 +10,8 @@ the console's, so the scripts are all it knows).
   a checkpoint every `runner.save_interval=N` steps (none without one), the heartbeat from
   TRAINYARD_HEARTBEAT_SECONDS as the wrapper reads it; then SIMCLUSTER_TRAIN, `sim train`'s
   options (`--step-seconds 2 --fail-at 7`), which a real cluster never reads, has the last word.
-- A worker: a script that ends `exec ray start --address=HOST:6379 --block`: `sim ray-worker HOST`.
+- A worker: a script that ends `exec ray start --address=HOST:6379 --block`, or runs it in the
+  background and ends `wait` (the template's): `sim ray-worker HOST`.
 
 Words are expanded as the shell would for plain `$NAME` and `${NAME}` (the container's
 environment, then the script's own assignments): the template names the Job only as
@@ -59,9 +60,9 @@ def ray_pod(script: str, args: list[str], env: Mapping[str, str]) -> RayPod | No
         return None
     if not found or found[-1][1]:
         return None
-    last = _ray_start(found[-1][0])
-    if last is not None and "--block" in last and "--head" not in last:
-        address = _option(last, "--address")
+    joined = _worker_start(found)
+    if joined is not None:
+        address = _option(joined, "--address")
         return RayPod(head_host=address.rpartition(":")[0] or address) if address else None
     heads = [words for words, operator in found[:-1] if operator == "&"]
     started = [_ray_start(words) for words in heads]
@@ -118,6 +119,20 @@ def _operator(token: str) -> str:
 def _uncommented(words: list[str]) -> list[str]:
     comment = next((i for i, word in enumerate(words) if word.startswith("#")), len(words))
     return words[:comment]
+
+
+def _worker_start(found: list[Command]) -> list[str] | None:
+    """A worker's `ray start --block` (not a head's) options: the script's last command, or run
+    in the background by a script that ends waiting for it (the template's worker, whose shell
+    stays in front to answer SIGTERM)."""
+    words = found[-1][0]
+    if words[:1] == ["wait"]:
+        background = [words for words, operator in found[:-1] if operator == "&"]
+        words = background[-1] if background else []
+    started = _ray_start(words)
+    if started is None or "--block" not in started or "--head" in started:
+        return None
+    return started
 
 
 def _ray_start(words: list[str]) -> list[str] | None:

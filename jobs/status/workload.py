@@ -12,7 +12,9 @@ The order of the rules, strongest first:
   Lost                 its pods are gone (Job Stopped, Failed or Succeeded), no completion;
   Starting             its pods are not all up yet (Pending) but it has spoken;
   Unresponsive         no message for 3 heartbeat intervals while its pods run;
-  Degraded             fewer Ray nodes alive than expected;
+  Starting             it waits for its Ray nodes (phase waiting_for_nodes, newer than its
+                       last step): a run still gathering its nodes has lost none;
+  Degraded             fewer Ray nodes alive than expected: it had its nodes and lost one;
   Starting             its last word is that it (re)starts, newer than its last step;
   Stalled              no step advance within the stall threshold;
   Progressing          it reports steps;
@@ -44,6 +46,8 @@ PAUSING_PHASES = frozenset({"checkpointing", "evaluating"})
 # A process that says it is (re)starting has no step of its own yet, whatever an earlier
 # process reported.
 STARTING_PHASES = frozenset({"starting", "waiting_for_nodes", "initializing"})
+# While the workload says it waits for its Ray nodes, fewer alive than expected is the wait itself.
+GATHERING_PHASE = "waiting_for_nodes"
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ def judge(
     ray = latest.get("ray")
     if ray and ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0):
         alive = {"alive": ray["alive_nodes"], "expected": ray["expected_nodes"]}
+        if _gathering(latest):
+            return WorkloadState.STARTING, "ray", Message("workload.gathering", alive)
         return WorkloadState.DEGRADED, "ray", Message("workload.degraded", alive)
     phase = latest.get("phase") or {}
     if phase.get("phase") in STARTING_PHASES and phase["at"] > latest.get("progress", phase)["at"]:
@@ -211,6 +217,16 @@ def judge(
         at_step = Message("workload.progressing", {"step": step})
         return WorkloadState.PROGRESSING, "progress", at_step
     return WorkloadState.STARTING, _newest_kind(latest), Message("workload.no_steps")
+
+
+def _gathering(latest: Mapping[str, Mapping[str, Any]]) -> bool:
+    """The workload's last phase is waiting_for_nodes, said before any step or after the last
+    one (a re-created head gathers its nodes again): fewer nodes alive is the wait, not a loss.
+    Degraded is a run that had its nodes and lost one (issue 31; spec §Job status)."""
+    phase, progress = latest.get("phase") or {}, latest.get("progress")
+    if phase.get("phase") != GATHERING_PHASE:
+        return False
+    return progress is None or phase["at"] > progress["at"]
 
 
 def _stall_clock(report: Report) -> datetime | None:

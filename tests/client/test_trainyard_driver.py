@@ -165,12 +165,21 @@ class Driver:
                 reader.join(WAIT)
             stderr = self.output["stderr"][-4000:].decode(errors="replace")
             raise AssertionError(f"still running {WAIT:g} s after SIGTERM:\n{stderr}") from None
+        self._drain()
+        return code
+
+    def exited(self) -> int:
+        """It ends by itself: its exit code, once its output is read to the end."""
+        code = self.process.wait(WAIT)
+        self._drain()
+        return code
+
+    def _drain(self) -> None:
         for reader in self.readers:
             reader.join(WAIT)
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
-        return code
 
     def idles(self) -> bool:
         self.wait_for("trainyard driver: idle")
@@ -319,6 +328,62 @@ def test_too_few_nodes_in_time_is_a_failed_completion(
     assert not starts.exists()
     assert read_json(tmp_path / "termination-log")["reason"] == "RayNodesTimeout"
     assert read_json(marker)["reason"] == "RayNodesTimeout"
+
+
+def without_ray_default(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """Ray installed as plain `ray`: its dashboard's optional dependencies are missing, as
+    Python says it of aiohttp (a stand-in `ray` package the fake `ray` command's Python finds)."""
+    dashboard = tmp_path / "site" / "ray" / "dashboard"
+    dashboard.mkdir(parents=True)
+    (dashboard.parent / "__init__.py").write_text("")
+    (dashboard / "__init__.py").write_text("")
+    (dashboard / "optional_deps.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'aiohttp'\", name='aiohttp')\n"
+    )
+    return env | {"PYTHONPATH": str(tmp_path / "site")}
+
+
+def test_it_fails_at_once_and_exits_2_when_ray_lacks_its_state_api(
+    env: dict[str, str], receiver: Receiver, tmp_path: Path
+) -> None:
+    """Issue 31, item 3: with plain `ray` the wrapper waited its whole node deadline, then said
+    "0 of 2 expected nodes alive". It now says why at once, and the container fails."""
+    marker, starts = tmp_path / ".trainyard-completed", tmp_path / "starts"
+    driver = Driver(
+        without_ray_default(env, tmp_path), "--expected-nodes", "2", "--nodes-timeout", "600",
+        "--done-marker", str(marker), entry=("--starts", str(starts)),
+    )  # fmt: skip
+    assert driver.exited() == 2
+    completion = receiver.wait_for("completion")
+    assert completion["outcome"] == "failed"
+    assert completion["reason"] == "RayStateApiMissing"
+    assert "without ray[default] (its module aiohttp is missing)" in completion["message"]
+    assert not receiver.kinds("ray")  # no wait, no "0 of 2 alive"
+    assert read_json(tmp_path / "termination-log")["reason"] == "RayStateApiMissing"
+    assert not marker.exists() and not starts.exists()
+    assert b"Install ray[default] in the image." in driver.output["stderr"]
+
+
+def test_it_fails_at_once_without_ray_on_path(
+    env: dict[str, str], receiver: Receiver, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    driver = Driver(env | {"PATH": str(empty)}, "--expected-nodes", "2")
+    assert driver.exited() == 2
+    completion = receiver.wait_for("completion")
+    assert completion["reason"] == "RayStateApiMissing"
+    assert completion["message"].startswith("the `ray` command is not on PATH")
+
+
+def test_it_waits_as_before_when_rays_install_cannot_be_judged(
+    env: dict[str, str], receiver: Receiver
+) -> None:
+    """The fake `ray` runs in a Python without Ray at all (the tests' own): nothing is judged,
+    the wrapper waits for the nodes as it always did."""
+    driver = Driver(env, "--expected-nodes", "2", entry=("--stdout", str(EMBODIED)))
+    assert receiver.wait_for("completion")["outcome"] == "succeeded"
+    assert driver.stop() == 0
 
 
 def test_sigterm_while_waiting_for_nodes_exits_0(

@@ -3,9 +3,15 @@ the API that creates a Job from it."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,7 +67,7 @@ def test_a_clone_under_another_name_joins_its_own_head_and_writes_its_own_output
     assert "runner.logger.log_path=/output/ppo-2" in argv
     assert argv[argv.index("--done-marker") + 1] == "/output/ppo-2/.trainyard-completed"
     joined = subprocess.run(
-        ["bash", "-c", worker_script().replace("exec ray start", "echo")],
+        ["bash", "-c", worker_script().replace("ray start", "echo")],
         env={"TRAINYARD_JOB": "ppo-2", "HOSTNAME": "ppo-2-worker-0", "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
@@ -72,15 +78,85 @@ def test_a_worker_takes_its_rank_from_its_ordinal_and_blocks_on_the_heads_addres
     script = worker_script()
     assert script.index("RLINF_NODE_RANK") < script.index("ray start")
     assert (
-        'exec ray start --address="${TRAINYARD_JOB}-head-0.${TRAINYARD_JOB}-head:6379" --block'
+        'ray start --address="${TRAINYARD_JOB}-head-0.${TRAINYARD_JOB}-head:6379" --block &'
         in script
     )
     ranked = subprocess.run(
-        ["bash", "-c", script.split("exec")[0] + 'echo "$RLINF_NODE_RANK"'],
+        ["bash", "-c", script.split("trap")[0] + 'echo "$RLINF_NODE_RANK"'],
         env={"HOSTNAME": "ppo-worker-1", "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert ranked.stdout.strip() == "2"  # worker-0 is node 1, worker-1 node 2
+
+
+# A stand-in for `ray start --block` as Ray 2.60 answers SIGTERM: it drains for up to 30 s
+# (here: ignores SIGTERM) before leaving. `ray start` exits with the code the test gives it.
+STAND_IN_RAY = """#!{python}
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: None)
+with open(os.environ["STAND_IN_PID"], "w") as file:
+    file.write(str(os.getpid()))
+if os.environ.get("STAND_IN_EXIT"):
+    sys.exit(int(os.environ["STAND_IN_EXIT"]))
+time.sleep(30)
+"""
+
+
+def start_worker(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """The template's worker script under bash, its `ray` the stand-in; the stand-in's pid file."""
+    bin_dir, pid_file = tmp_path / "bin", tmp_path / "ray.pid"
+    bin_dir.mkdir()
+    (bin_dir / "ray").write_text(STAND_IN_RAY.format(python=sys.executable))
+    (bin_dir / "ray").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOSTNAME": "ppo-worker-0", "TRAINYARD_JOB": "ppo",
+           "STAND_IN_PID": str(pid_file), **env}  # fmt: skip
+    worker = subprocess.Popen(["bash", "-c", worker_script()], env=env, start_new_session=True)
+    return worker, pid_file
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a killed child its parent has not reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_it_leaves_a_worker_within_seconds_of_sigterm_though_ray_drains_for_30(
+    tmp_path: Path,
+) -> None:
+    """Issue 31, item 3: every stop held the worker pods for the whole grace period, Ray's
+    `ray start --block` draining its node on SIGTERM while the head was already gone. The
+    worker's shell answers SIGTERM itself: Ray killed, the container ended, exit 0."""
+    worker, pid_file = start_worker(tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        ray = int(pid_file.read_text())
+        sent = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=10) == 0
+        assert time.monotonic() - sent < 2.0  # at once: the issue's bound is 10 s
+        deadline = time.monotonic() + 5
+        while running(ray):  # SIGKILLed: gone as soon as the kernel has it
+            assert time.monotonic() < deadline, "the stand-in Ray outlived its worker"
+            time.sleep(0.02)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+
+def test_it_ends_a_worker_with_rays_exit_code_when_ray_dies(tmp_path: Path) -> None:
+    """Ray dying on its own still ends the container (Kubernetes restarts it, it joins again)."""
+    worker, _ = start_worker(tmp_path, STAND_IN_EXIT="3")
+    try:
+        assert worker.wait(timeout=10) == 3
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.pid, signal.SIGKILL)
 
 
 def test_the_scripts_are_valid_shell() -> None:

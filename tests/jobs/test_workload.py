@@ -134,6 +134,65 @@ def test_fewer_ray_nodes_than_expected_is_degraded(alice: User, cluster: Cluster
     assert state_at(job, T0 + timedelta(seconds=7)).state == WorkloadState.PROGRESSING
 
 
+def phase(seq: int, name: str, at: datetime) -> dict[str, Any]:
+    return {"kind": "phase", "seq": seq, "phase": name, "at": at.isoformat()}
+
+
+def ray(seq: int, alive: int, at: datetime, expected: int = 2) -> dict[str, Any]:
+    return {"kind": "ray", "seq": seq, "expected_nodes": expected, "alive_nodes": alive,
+            "at": at.isoformat()}  # fmt: skip
+
+
+def test_it_reads_starting_never_degraded_while_the_driver_gathers_its_ray_nodes(
+    alice: User, cluster: Cluster
+) -> None:
+    """Issue 31, item 3: the driver wrapper's start as a real Ray cluster showed it (a worker
+    joining a few seconds after the head). Degraded is a run that had its nodes and lost one."""
+    job = running_job(alice, cluster)
+    at = [T0 + timedelta(seconds=n) for n in (0, 2, 7, 12, 20)]
+    story = [
+        [phase(1, "starting", at[0]), phase(2, "waiting_for_nodes", at[0])],
+        [ray(3, 1, at[1])],
+        [ray(4, 1, at[2])],
+        [ray(5, 2, at[3]), phase(6, "initializing", at[3])],
+        [progress(7, 1, at[4], max_steps=5)],
+    ]
+    seen = []
+    for when, messages in zip(at, story, strict=True):
+        say(job, when, *messages)
+        seen.append(state_at(job, when + timedelta(seconds=1)))
+    assert [w.state for w in seen] == [WorkloadState.STARTING] * 4 + [WorkloadState.PROGRESSING]
+    assert seen[1].reason.code == "workload.gathering"
+    assert seen[1].reason.params == {"alive": 1, "expected": 2}
+
+
+def test_it_reads_degraded_when_a_node_is_lost_after_the_driver_had_them_all(
+    alice: User, cluster: Cluster
+) -> None:
+    job = running_job(alice, cluster)
+    say(job, T0, phase(1, "waiting_for_nodes", T0), ray(2, 2, T0))
+    later = T0 + timedelta(seconds=3)
+    say(job, later, phase(3, "initializing", later), ray(4, 1, later))
+    workload = state_at(job, later + timedelta(seconds=1))
+    assert workload.state == WorkloadState.DEGRADED
+    assert workload.reason.code == "workload.degraded"
+
+
+def test_it_reads_starting_when_a_recreated_head_gathers_its_nodes_again(
+    alice: User, cluster: Cluster
+) -> None:
+    """A head pod re-created mid-run: its new driver waits for the nodes, newer than the last
+    step; the run reads Starting until they are back, then Progressing from its next step."""
+    job = running_job(alice, cluster)
+    say(job, T0, progress(1, 40, T0), ray(2, 2, T0))
+    again = T0 + timedelta(seconds=60)
+    say(job, again, phase(3, "starting", again), phase(4, "waiting_for_nodes", again))
+    say(job, again + timedelta(seconds=1), ray(5, 1, again + timedelta(seconds=1)))
+    workload = state_at(job, again + timedelta(seconds=2))
+    assert workload.state == WorkloadState.STARTING
+    assert workload.reason.code == "workload.gathering"
+
+
 def test_completion_wins_and_outlives_the_pods(alice: User, cluster: Cluster) -> None:
     job = running_job(alice, cluster)
     say(job, T0, progress(0, 3, T0))
