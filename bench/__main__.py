@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = [
-    "simcluster_list", "sync_cycle", "pages", "signals", "scale_out", "faults", "races",
+    "simcluster_list", "sync_cycle", "pages", "signal_intake", "scale_out", "faults", "races",
     "database_restart", "load", "ray_cluster",
 ]  # fmt: skip
 

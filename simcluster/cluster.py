@@ -20,7 +20,7 @@ from simcluster.nodeinfo import NodeRegistry
 from simcluster.nodes import NodeController, NodeShape
 from simcluster.resources import RESOURCES
 from simcluster.scheduling import Scheduler
-from simcluster.signals import SignalPoster
+from simcluster.signal_poster import SignalPoster
 from simcluster.store import Store
 from simcluster.writes import Writer
 

@@ -10,8 +10,8 @@ import math
 from collections.abc import Callable
 
 from simcluster import images
+from simcluster.behaviour import RAY_CHECK_EVERY, RAY_CHECK_FIRST, Instance, Kind
 from simcluster.clock import go_duration
-from simcluster.container import RAY_CHECK_EVERY, RAY_CHECK_FIRST, Instance, Kind
 from simcluster.nodeinfo import SimNode
 from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, crash_backoff_message
 from simcluster.trainer import Trainer

@@ -13,14 +13,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from simcluster import errors
+from simcluster.behaviour import Instance, Kind, behaviour_of, log_lines
 from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, parse_rfc3339, rfc3339_nano
-from simcluster.container import Instance, Kind, behaviour_of, log_lines
 from simcluster.containers import ContainerDriver
 from simcluster.context import Context, object_reference
 from simcluster.downward import environment
 from simcluster.nodeinfo import NodeRegistry, SimNode
 from simcluster.runtime import ContainerRuntime, PodRuntime, Stage, build_status
-from simcluster.signals import SignalPoster
+from simcluster.signal_poster import SignalPoster
 from simcluster.store import Key, Version
 from simcluster.trainer import Trainer
 from simcluster.volumes import Files, mounts_of

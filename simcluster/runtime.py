@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from simcluster.behaviour import Behaviour, Instance
 from simcluster.clock import go_duration, rfc3339
-from simcluster.container import Behaviour, Instance
 from simcluster.volumes import Mount
 
 Obj = dict[str, Any]

@@ -34,9 +34,9 @@ from typing import Any
 
 from client.trainyard_driver import Completion, exit_completion, marked, marker_text
 from simcluster import training
-from simcluster.container import Instance
+from simcluster.behaviour import Instance
 from simcluster.runtime import ContainerRuntime, PodRuntime
-from simcluster.signals import Sender, SignalPoster
+from simcluster.signal_poster import Sender, SignalPoster
 from simcluster.training import EPSILON, DriverOptions, TrainOptions, TrainRun, logger_line
 from simcluster.volumes import Files
 

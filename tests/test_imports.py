@@ -211,3 +211,42 @@ def test_the_status_rules_import_no_model_and_no_page_helper() -> None:
         if _is_models(target) or any(_in(target, helper) for helper in PAGE_HELPERS)
     }
     assert reached == set()
+
+
+# Module names that once meant different things in different packages (issue 31, item 9): each now
+# names one module, and no module called `signals` holds anything but Django signals (none does).
+ONE_MEANING = ("attention", "observed", "logs", "signals", "container")
+
+
+def test_each_of_these_module_names_means_one_thing() -> None:
+    named: dict[str, list[str]] = {}
+    for module in project_modules():
+        base = module.rpartition(".")[2]
+        if base in ONE_MEANING:
+            named.setdefault(base, []).append(module)
+    assert {base: modules for base, modules in named.items() if len(modules) > 1} == {}
+    assert "signals" not in named
+
+
+def test_the_workloads_word_is_one_package() -> None:
+    """Intake, report, fallbacks and RLinf's log reading in `jobs/workload/`; the state's pure
+    rule beside the other status rules; nothing of it loose in `jobs/`."""
+    modules = project_modules()
+    assert {m for m in modules if m.startswith("jobs.workload.")} >= {
+        "jobs.workload.intake", "jobs.workload.report", "jobs.workload.fallbacks",
+        "jobs.workload.rlinf_logs",
+    }  # fmt: skip
+    assert not {"jobs.signals", "jobs.fallbacks", "jobs.rlinf_logs"} & set(modules)
+    assert modules["jobs.workload"].name == "__init__.py"
+
+
+def test_the_engines_row_names_are_the_engines_alone() -> None:
+    """`TaskRow`, `WorkerRow`, `InstanceRow` are the engine's typed rows; the pages' are
+    `Shown…`."""
+    defined = {
+        (module, node.name)
+        for module, path in project_modules().items()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef) and node.name in ("TaskRow", "WorkerRow", "InstanceRow")
+    }
+    assert {module for module, _ in defined} == {"console.engine.rows"}

@@ -3,7 +3,7 @@ that need a look, each with the reason in words.
 
 A constant number of queries whatever the number of Jobs: counts are aggregated in the database,
 and the attention list is one filtered query plus a fixed few over the Tasks, Workers and Nodes
-of the Jobs shown (jobs.attention), which the troubleshooting panel's own rule then judges.
+of the Jobs shown (jobs.problem_facts), which the troubleshooting panel's own rule then judges.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from django.utils.translation import gettext as _
 from console.models import Cluster
 from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
 from jobs.access import User, clusters_for, jobs_for
-from jobs.attention import known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
 from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.models import Job, Operation
+from jobs.problem_facts import known_problems, may_have_a_problem
 from jobs.status.attention import (
     LIVE_PHASES,
     STUCK_PENDING_AFTER,
@@ -43,7 +43,7 @@ ATTENTION_LIMIT = 50
 # Stalled and Unresponsive are derived from the time, so the database cannot select them.
 WORKLOAD_CANDIDATE_LIMIT = 500
 # The Jobs judged per request (newest first). Nearly every Job the database selects has a
-# problem (jobs.attention.may_have_a_problem is a close superset), so a margin is enough.
+# problem (jobs.problem_facts.may_have_a_problem is a close superset), so a margin is enough.
 CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
 # What the attention list reads of a Job (not its spec, which can be large).
 ATTENTION_FIELDS = (

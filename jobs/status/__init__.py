@@ -1,7 +1,7 @@
 """The spec's status rules, pure (values in, values out; no database, no clock, no model and no
 web helper imported; `freshness` reads one setting, TRAINYARD_STALE_AFTER, when called). A rule
 is written in one module here; the database filters that pick the rows a rule needs
-(`jobs.attention`, `console.engine.rows`, the job page's suspect Workers) are its coarse form,
+(`jobs.problem_facts`, `console.engine.rows`, the job page's suspect Workers) are its coarse form,
 each naming the rule it mirrors, and those of the pod classifier are proven by a test
 (tests/jobs/test_pod_problems.py):
 

@@ -3,7 +3,8 @@
 Spec §Troubleshooting orders the search: the Task layer, then the cluster and workload, then the
 Pods. The dashboard says so in that order: a failure nobody looked at, the known problems in the
 troubleshooting panel's words (`jobs.status.troubleshoot`), else how long the Job has been
-Pending, then how old what is shown is. `jobs.attention` gathers the facts for many Jobs at once.
+Pending, then how old what is shown is. `jobs.problem_facts` gathers the facts for many Jobs at
+once.
 """
 
 from __future__ import annotations

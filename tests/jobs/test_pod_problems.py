@@ -20,10 +20,10 @@ from console.engine.memory import Touched
 from console.engine.rows import pods_of_note
 from console.kube.observations import NodeObs, PodObs, parse_node, parse_pod
 from console.models import Cluster, ObservedObject, Project
-from jobs.attention import POD_FIELDS, instance_details, pod_facts, suspect_workers
 from jobs.choices import POD_PROBLEMS, JobPhase, PodPhase, Problem
 from jobs.diagnostics import Diagnostics
 from jobs.models import Job, Task
+from jobs.problem_facts import POD_FIELDS, instance_details, pod_facts, suspect_workers
 from jobs.status.problems import (
     UNSAID_IN_TASK_MESSAGE,
     PodSigns,
@@ -180,7 +180,7 @@ def test_it_reads_every_pod_the_task_message_may_name_besides_the_changed_ones(j
 def test_the_dashboard_filter_admits_every_pod_the_panel_flags(
     job: Job, diagnostics: Diagnostics
 ) -> None:
-    """jobs.attention.suspect_workers: every Worker in which the panel can find a problem, for a
+    """jobs.problem_facts.suspect_workers: every Worker in which the panel can find a problem, for a
     reader who sees restart counts and exits and for one who does not."""
     pods = _named([*EXAMPLES.values(), *HEALTHY])
     _store(job, pods, NODES)

@@ -1,4 +1,4 @@
-"""The signal benchmark's scenario (bench/signals.py): every message it posts is one the
+"""The signal benchmark's scenario (bench/signal_intake.py): every message it posts is one the
 endpoint accepts, with the mix of a training run (issue 10, "Show": the benchmark)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from bench.signals import PODS_PER_JOB, ROUNDS, message, scenario
+from bench.signal_intake import PODS_PER_JOB, ROUNDS, message, scenario
 from jobs.workload.intake import BATCH, MAX_BATCH, MAX_METRICS
 
 STARTED = datetime(2026, 12, 1, tzinfo=UTC)

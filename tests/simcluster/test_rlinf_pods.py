@@ -18,7 +18,7 @@ import pytest
 
 from jobs.rlinf import RlinfIn, expand, head_script, worker_script
 from simcluster import scripts
-from simcluster.container import Kind, behaviour_of
+from simcluster.behaviour import Kind, behaviour_of
 from simcluster.server import SimCluster
 from tests.simcluster.conftest import Kube, connect
 from tests.simcluster.test_train import JOB, Receiver, log, settle, signal_env, steps_printed

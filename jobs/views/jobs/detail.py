@@ -18,7 +18,6 @@ from console.models import Cluster, Node
 from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs import rlinf
 from jobs.access import get_job_for_user, jobs_for
-from jobs.attention import instance_details, pod_facts, task_facts
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
 from jobs.diagnostics import shows_diagnostics
 from jobs.forms import DeleteForm
@@ -26,6 +25,7 @@ from jobs.messages import render_text
 from jobs.models import Job, Operation
 from jobs.operations import note_failure_seen
 from jobs.pod_logs import reads_logs
+from jobs.problem_facts import instance_details, pod_facts, task_facts
 from jobs.status import freshness as status
 from jobs.status.lifecycle import allowed_actions
 from jobs.status.troubleshoot import ClusterFacts, Diagnosis, NodeFacts, PodFacts, diagnose

@@ -426,8 +426,8 @@ def report(figures: Figures) -> str:
         f"{os.getloadavg()[0]:.2f} at the end: the latency includes waiting for a CPU.",
         "- Reproduce: `make bench`, or this one alone: `DATABASE_URL=postgres://postgres@"
         "127.0.0.1:5432/trainyard_bench REDIS_URL=redis://127.0.0.1:6379/3 .venv/bin/python "
-        "-m bench signals` (about 11 minutes; `TRAINYARD_BENCH_SIGNAL_MINUTES=1` for a one-minute "
-        "run).",
+        "-m bench signal_intake` (about 11 minutes; `TRAINYARD_BENCH_SIGNAL_MINUTES=1` for a "
+        "one-minute run).",
     ])  # fmt: skip
 
 
