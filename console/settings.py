@@ -198,6 +198,7 @@ INSTALLED_APPS = [
     "console",
     "jobs",
     "workers",
+    "notify",
     "simcluster",
 ]
 

@@ -32,6 +32,8 @@ from jobs.records import Result, record_operation
 from jobs.signals import COMMON, SignalBase
 from jobs.status.lifecycle import TransitionRefused, counted_phase, phase_after_stop
 from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive, judge
+from notify import record as notify_record
+from notify.choices import Event
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ def record(
     with transaction.atomic():
         rows, accepted = signals.insert(job_id, run, items, source, now)
         folded = fold(job_id, run, items, source, now)
+        if folded.outcome:  # workload.succeeded / failed, with the report that says so
+            notify_record.workload_completed(job_id, now)
     if folded.compact:
         signals.compact(job_id, run, now)
     stopped = False
@@ -82,6 +86,8 @@ def stop_on_completion(job: Job, outcome: str) -> bool:
                 job.refresh_from_db()
                 reason = Message("operation.stopped_on_completion", {"outcome": outcome})
                 record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
+                event = Event.JOB_STOPPED_BY_CONSOLE
+                notify_record.job_event(job.pk, job.run, job.cluster_id, event, timezone.now())
                 return True
     return False
 
