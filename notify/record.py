@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
 
 from console.models import Cluster, Membership
@@ -164,7 +165,15 @@ def emit(conditions: Sequence[Condition], now: datetime) -> int:
                 checks += [moment] if moment else []
         _schedule(condition, min(checks) if checks else None)
     Outbox.objects.bulk_create(rows, ignore_conflicts=True)
+    if rows:  # sent once the transaction that wrote them commits (the beat catches up otherwise)
+        transaction.on_commit(_drain_soon)
     return len(rows)
+
+
+def _drain_soon() -> None:
+    from notify.tasks import drain_outbox
+
+    drain_outbox.delay()
 
 
 def _schedule(condition: Condition, moment: datetime | None) -> None:
