@@ -86,11 +86,9 @@ def notify_networks(value: str) -> list[str]:
 
 def mailers(url: str) -> dict[str, dict[str, Any]]:
     """Django 6.1's MAILERS from TRAINYARD_EMAIL_URL: `smtp://user:password@host:port`, or
-    `smtps://...` for TLS from the first byte. Unset: no mail leaves (the e-mail channels say
-    so when they try)."""
-    if not url:
-        return {"default": {"BACKEND": "django.core.mail.backends.dummy.EmailBackend"}}
-    parts = urlsplit(url)
+    `smtps://...` for TLS from the first byte. Unset: Django's old default, the SMTP server of
+    localhost, which the e-mail channels do not use (they say mail is not configured)."""
+    parts = urlsplit(url or "smtp://localhost:25")
     if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
         raise ConfigError(
             "TRAINYARD_EMAIL_URL must be smtp://user:password@host:port or smtps://..."

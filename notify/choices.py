@@ -67,3 +67,17 @@ class SendStatus(models.TextChoices):
 
 
 SEND_TERMINAL = frozenset({SendStatus.SENT, SendStatus.FAILED, SendStatus.MERGED})
+
+
+# What "Notify me" on a Job page subscribes to: everything that can happen to that Job.
+JOB_PAGE_EVENTS = (
+    Event.JOB_FAILED,
+    Event.WORKLOAD_SUCCEEDED,
+    Event.WORKLOAD_FAILED,
+    Event.WORKLOAD_STALLED,
+    Event.WORKLOAD_UNRESPONSIVE,
+    Event.WORKLOAD_DEGRADED,
+    Event.WORKLOAD_LOST,
+    Event.JOB_PENDING_TOO_LONG,
+    Event.JOB_STOPPED_BY_CONSOLE,
+)

@@ -15,6 +15,7 @@ from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from jobs.choices import SignalSource
 from jobs.messages import render_text
 from notify.choices import Event
 
@@ -41,6 +42,8 @@ def _ago(value: Any, now: datetime) -> str:
 def _workload_line(workload: Mapping[str, Any], now: datetime) -> str:
     state = str(workload.get("state") or "")
     source, age = workload.get("source"), _ago(workload.get("reported_at"), now)
+    if source in SignalSource.values:
+        source = SignalSource(source).label
     if source and age:
         return _("Workload: %(state)s (from %(source)s, %(age)s ago)") % {
             "state": state, "source": source, "age": age,

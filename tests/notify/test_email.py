@@ -68,7 +68,7 @@ def test_it_reads_the_mail_server_from_trainyard_email_url() -> None:
     options = mailers("smtps://ops%40example.com:p%40ss@mail.example.com")["default"]["OPTIONS"]
     assert (options["host"], options["port"], options["use_ssl"]) == ("mail.example.com", 465, True)
     assert (options["username"], options["password"]) == ("ops@example.com", "p@ss")
-    assert mailers("")["default"]["BACKEND"].endswith("dummy.EmailBackend")
+    assert mailers("")["default"]["OPTIONS"]["host"] == "localhost"
 
 
 def test_it_sends_plain_text_and_html_through_a_real_smtp_server(alice: User, smtp: Inbox) -> None:
