@@ -111,9 +111,18 @@ def claim(rows: Sequence[Outbox], now: datetime) -> list[Outbox]:
 
 
 def drain(now: datetime | None = None) -> int:
-    """Sends what is due (the Celery task's body); returns the attempts made."""
+    """Sends what is due (the Celery task's body), a batch at a time until nothing is left;
+    returns the attempts made. A row retried or postponed is due later, so this ends."""
     now = now or timezone.now()
     expire(now)
+    attempts = 0
+    while batch := drain_batch(now):
+        attempts += batch
+    return attempts
+
+
+def drain_batch(now: datetime) -> int:
+    """One batch of due rows (at most BATCH), claimed, sent channel by channel."""
     by_channel: dict[int, list[Outbox]] = defaultdict(list)
     for row in claim(_due(now), now):
         by_channel[row.channel_id].append(row)
