@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 from kombu import Queue
 
@@ -109,6 +109,43 @@ def proxy_networks(value: str) -> list[str]:
                 f"TRAINYARD_TRUSTED_PROXIES: {network!r} is not an IP address or network"
             ) from None
     return networks
+
+
+def notify_networks(value: str) -> list[str]:
+    """TRAINYARD_NOTIFY_ALLOWED_NETWORKS: CIDRs that notification requests may reach although
+    private or loopback (notify.outbound); each is checked here."""
+    networks = [item.strip() for item in value.split(",") if item.strip()]
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"TRAINYARD_NOTIFY_ALLOWED_NETWORKS: {network!r} is not an IP network"
+            ) from None
+    return networks
+
+
+def mailers(url: str) -> dict[str, dict[str, Any]]:
+    """Django 6.1's MAILERS from TRAINYARD_EMAIL_URL: `smtp://user:password@host:port`, or
+    `smtps://...` for TLS from the first byte. Unset: Django's old default, the SMTP server of
+    localhost, which the e-mail channels do not use (they say mail is not configured)."""
+    parts = urlsplit(url or "smtp://localhost:25")
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise ConfigError(
+            "TRAINYARD_EMAIL_URL must be smtp://user:password@host:port or smtps://..."
+        )
+    secure = parts.scheme == "smtps"
+    options = {
+        "host": parts.hostname,
+        "port": parts.port or (465 if secure else 25),
+        "username": unquote(parts.username or ""),
+        "password": unquote(parts.password or ""),
+        "use_ssl": secure,
+        "timeout": 10,
+    }
+    return {
+        "default": {"BACKEND": "django.core.mail.backends.smtp.EmailBackend", "OPTIONS": options}
+    }
 
 
 def public_url(value: str, debug: bool) -> str:
@@ -240,6 +277,7 @@ INSTALLED_APPS = [
     "console",
     "jobs",
     "workers",
+    "notify",
     "simcluster",
 ]
 
@@ -374,6 +412,13 @@ TRAINYARD_DIAGNOSTICS = env_choice("TRAINYARD_DIAGNOSTICS", "operators", ("opera
 # how many requests a pod may send per second, the largest body, and how long an exact duplicate is
 # recognised after compaction may have removed its row.
 TRAINYARD_PUBLIC_URL = public_url(env("TRAINYARD_PUBLIC_URL"), DEBUG)
+# Notifications (docs/notifications.md): the networks their requests may reach although private,
+# and the mail server of the e-mail channels.
+TRAINYARD_NOTIFY_ALLOWED_NETWORKS = notify_networks(env("TRAINYARD_NOTIFY_ALLOWED_NETWORKS"))
+TRAINYARD_EMAIL_URL = env("TRAINYARD_EMAIL_URL")
+TRAINYARD_EMAIL_FROM = env("TRAINYARD_EMAIL_FROM", "trainyard@localhost")
+MAILERS = mailers(TRAINYARD_EMAIL_URL)
+DEFAULT_FROM_EMAIL = TRAINYARD_EMAIL_FROM
 TRAINYARD_SIGNAL_RATE = env_int("TRAINYARD_SIGNAL_RATE", 10, minimum=1)
 TRAINYARD_SIGNAL_MAX_BYTES = env_int("TRAINYARD_SIGNAL_MAX_BYTES", 65_536, minimum=1024)
 TRAINYARD_SIGNAL_PROGRESS_POINTS = env_int("TRAINYARD_SIGNAL_PROGRESS_POINTS", 1000, minimum=10)
@@ -401,6 +446,12 @@ CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {
         "task": "console.tasks.sync_all_clusters",
         "schedule": float(TRAINYARD_SYNC_INTERVAL),
+    },
+    # The notifications' outbox (notify.deliver): retries become due, a digest's window frees.
+    "notify-drain": {
+        "task": "notify.tasks.drain_outbox",
+        "schedule": 5.0,
+        "options": {"expires": 5.0},
     },
     "progress-from-logs": {
         "task": "console.tasks.read_progress_from_logs",

@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from console.views.login import login
 from jobs.api import api
+from notify import api as notify_api  # noqa: F401 (/channels and /subscriptions on `api`)
 
 handler500 = "console.errors.server_error"
 

@@ -78,9 +78,15 @@ def closing_note(name: str, status: int, last: list[str]) -> str:
 
 def environment(environ: dict[str, str]) -> dict[str, str]:
     """What every process starts with: the pods of the simulated cluster post their signals to
-    the development server on its port, unless TRAINYARD_PUBLIC_URL says otherwise."""
+    the development server on its port, unless TRAINYARD_PUBLIC_URL says otherwise, and the
+    notifications may reach the demo receiver on loopback."""
     port = environ.get("TRAINYARD_PORT") or "8000"
-    return {"TRAINYARD_PUBLIC_URL": f"http://127.0.0.1:{port}"} | environ
+    defaults = {
+        "TRAINYARD_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        # The demo webhook receiver listens on loopback (docs/notifications.md).
+        "TRAINYARD_NOTIFY_ALLOWED_NETWORKS": "127.0.0.0/8",
+    }
+    return defaults | environ
 
 
 def main(procfile: Path) -> int:

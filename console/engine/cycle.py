@@ -76,6 +76,8 @@ from console.kube.gateway import ClusterUnreachable, Gateway, WatchExpired
 from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
 from console.models import Cluster, ObservedObject
 from jobs.messages import encode
+from notify import record as notify_record
+from notify.watch import after_cycle as notify_after_cycle
 
 logger = logging.getLogger(__name__)
 Started = tuple[float, float]  # (time.monotonic(), time.process_time()) at the cycle's start
@@ -242,10 +244,13 @@ def _unreachable(
     message = str(error)
     stored = encode(unreachable_reason(error))
     dropped = {"observations": SCHEMA}  # no stream cursor: the next cycle relists
-    finish(
-        cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now,
-        watch_cursors=dropped,
-    )  # fmt: skip
+    with transaction.atomic():  # the occurrence of cluster.unreachable with the row saying so
+        finish(
+            cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now,
+            watch_cursors=dropped,
+        )  # fmt: skip
+        notify_record.cluster_reachability(cluster, False, message, now)
+        notify_record.process_due(cluster.pk, now)
     return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 
 
@@ -312,6 +317,10 @@ def _derive(state: State, snapshot: Snapshot, gpus: Mapping[str, int], now: date
     return changes
 
 
+def _addon_phases(changes: Changes) -> dict[str, str]:
+    return {addon.name: addon.phase for addon in [*changes.new_addons, *changes.addons]}
+
+
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     forget_if_stale(cluster)
@@ -339,6 +348,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     with transaction.atomic():
         rows = memory.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
+        rows += notify_after_cycle(cluster, changes.touched_jobs, _addon_phases(changes), now)
     record_completions(cluster_id, reading.changes)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(

@@ -86,7 +86,12 @@ class TrainyardAPI(NinjaAPI):
     def _get_urls(self) -> list[URLResolver | URLPattern]:
         """ninja answers a wrong method with a plain-text 405; ours is JSON like every error.
         The interactive docs are a page of the console, for logged-in users; the OpenAPI
-        document itself stays public (docs/api.md)."""
+        document itself stays public (docs/api.md). The catch-all is registered here, when the
+        URLs are built, so it comes after every endpoint whatever module registered it."""
+        if UNKNOWN not in self.default_router.path_operations:
+            methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+            operation = self.api_operation(methods, UNKNOWN, auth=None, include_in_schema=False)
+            operation(unknown_endpoint)
         urls = super()._get_urls()
         for pattern in urls:
             if isinstance(pattern, URLPattern):
@@ -94,6 +99,14 @@ class TrainyardAPI(NinjaAPI):
                 if pattern.name == "openapi-view":
                     pattern.callback = login_required(pattern.callback)
         return urls
+
+
+UNKNOWN = "/{path:rest}"
+
+
+def unknown_endpoint(request: HttpRequest, rest: str) -> None:
+    """Any path under /api/v1/ that no endpoint claims is a JSON 404 too."""
+    raise Http404("No such API endpoint.")
 
 
 def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

@@ -32,6 +32,8 @@ from jobs.status.lifecycle import TransitionRefused, phase_after_stop
 from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive, judge
 from jobs.workload import intake
 from jobs.workload.intake import COMMON, SignalBase
+from notify import record as notify_record
+from notify.choices import Event
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ def record(
     with transaction.atomic():
         accepted = intake.insert(job_id, run, items, source, now)
         folded = fold(job_id, run, accepted, source, now) if accepted else Folded("", False)
+        if folded.outcome:  # workload.succeeded / failed, with the report that says so
+            notify_record.workload_completed(job_id, now)
     if folded.compact:
         intake.compact(job_id, run, now)
     stopped = False
@@ -84,6 +88,8 @@ def stop_on_completion(job: Job, outcome: str) -> bool:
                 job.refresh_from_db()
                 reason = Message("operation.stopped_on_completion", {"outcome": outcome})
                 record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
+                event = Event.JOB_STOPPED_BY_CONSOLE
+                notify_record.job_event(job.pk, job.run, job.cluster_id, event, timezone.now())
                 return True
     return False
 

@@ -556,6 +556,13 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/jobs/{job_id}/signals": {"post"},
         "/api/v1/workflows": {"get", "post"},
         "/api/v1/workflows/{workflow_id}": {"get"},
+        # Notifications (notify.api, issue 32).
+        "/api/v1/channels": {"get", "post"},
+        "/api/v1/channels/{channel_id}": {"get", "delete"},
+        "/api/v1/channels/{channel_id}/test": {"post"},
+        "/api/v1/channels/{channel_id}/deliveries": {"get"},
+        "/api/v1/subscriptions": {"get", "post"},
+        "/api/v1/subscriptions/{subscription_id}": {"delete"},
     } == {path: set(methods) for path, methods in document["paths"].items()}
     assert document["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 

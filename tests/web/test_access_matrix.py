@@ -34,6 +34,7 @@ from jobs.api import api
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.messages import Message, encode
 from jobs.models import Job, Task, Workflow
+from notify.models import Channel, Subscription
 from tests.conftest import make_operator, open_cluster, open_project
 from workers.models import PodInstance, Worker
 
@@ -84,6 +85,12 @@ NOT_GET = "302 405 405 405 405 405 405"  # a POST-only view asked with GET
 OPERATORS = "302 403 403 403 403 200 200"  # the audit trail
 READ_LOGS = "302 404 403 200 404 200 200"  # vision's members and operators, not its viewers
 POD = "ppo-secret-actor-0"
+
+ALICES = "302 404 404 302 404 404 404"  # alice's own object: 404 for everyone else
+ALICE_CHANNEL = {"pk": "alice_channel"}
+ALICE_SUBSCRIPTION = {"pk": "alice_subscription"}
+PUBLIC_URL = "https://93.184.216.34/hook"  # an address the guard accepts (never called here)
+NEW_CHANNEL = {"name": "new", "kind": "webhook", "language": "en"}
 
 # Web routes by URL name (the URLconf, outside the API and the admin).
 PAGES: dict[str, list[Call]] = {
@@ -163,6 +170,31 @@ PAGES: dict[str, list[Call]] = {
         Call("302 404 404 302 404 404 404", "post", ids={"pk": "alice_token"}),
         Call(NOT_GET, ids={"pk": "alice_token"}),
     ],
+    # Notifications (notify.views): a reader's own channels and subscriptions; "Notify me"
+    # for who reads the Job. alice's channel sends to an address the guard refuses (no
+    # request leaves the test), so her test send answers at once.
+    "notifications": [Call(EVERYONE)],
+    "notify_channel_add": [
+        Call("302 302 302 302 302 302 302", "post", data=NEW_CHANNEL | {"target": PUBLIC_URL}),
+        Call(NOT_GET),
+    ],
+    "notify_channel_test": [
+        Call(ALICES, "post", ids=ALICE_CHANNEL),
+        Call(NOT_GET, ids=ALICE_CHANNEL),
+    ],
+    "notify_channel_delete": [
+        Call(ALICES, "post", ids=ALICE_CHANNEL),
+        Call(NOT_GET, ids=ALICE_CHANNEL),
+    ],
+    "notify_subscription_add": [
+        Call("302 200 200 200 200 200 200", "post", data={"scope": "mine"}),  # errors shown
+        Call(NOT_GET),
+    ],
+    "notify_subscription_delete": [
+        Call(ALICES, "post", ids=ALICE_SUBSCRIPTION),
+        Call(NOT_GET, ids=ALICE_SUBSCRIPTION),
+    ],
+    "job_notify": [Call("302 404 302 302 404 302 302", "post", ids=JOB), Call(NOT_GET, ids=JOB)],
     # The API's routes that its OpenAPI document does not describe.
     "api:openapi-json": [Call("200 200 200 200 200 200 200")],
     "api:openapi-view": [Call("302 200 200 200 200 200 200")],  # the docs page needs a login
@@ -173,6 +205,7 @@ PAGES: dict[str, list[Call]] = {
 # The API's operations, by method and path as the OpenAPI document lists them; a bearer token
 # for each reader but the anonymous one.
 READ_API_JOB = "401 404 200 200 404 200 200"
+ALICES_API = "401 404 404 200 404 404 404"
 OPERATE_API_JOB = "401 404 403 {ok} 404 403 403"
 API: dict[str, Call] = {
     "GET /api/v1/clusters": Call("401 200 200 200 200 200 200"),
@@ -206,6 +239,20 @@ API: dict[str, Call] = {
         data={"name": "wf-new", "project": "vision", "jobs": [{**SPEC, "project": None}]},
     ),
     "GET /api/v1/workflows/{workflow_id}": Call(READ_API_JOB),
+    # Notifications (notify.api): each reader's own channels and subscriptions.
+    "GET /api/v1/channels": Call("401 200 200 200 200 200 200"),
+    "POST /api/v1/channels": Call(
+        "401 201 201 201 201 201 201", "post", data=NEW_CHANNEL | {"url": PUBLIC_URL}
+    ),
+    "GET /api/v1/channels/{channel_id}": Call(ALICES_API),
+    "DELETE /api/v1/channels/{channel_id}": Call(ALICES_API, "delete"),
+    "POST /api/v1/channels/{channel_id}/test": Call(ALICES_API, "post"),
+    "GET /api/v1/channels/{channel_id}/deliveries": Call(ALICES_API),
+    "GET /api/v1/subscriptions": Call("401 200 200 200 200 200 200"),
+    "POST /api/v1/subscriptions": Call(
+        "401 422 422 422 422 422 422", "post", data={"scope": {"kind": "mine"}}
+    ),
+    "DELETE /api/v1/subscriptions/{subscription_id}": Call(ALICES_API, "delete"),
 }
 
 
@@ -277,8 +324,21 @@ def world(db: None) -> World:
         "job": job.pk, "task": task.pk, "workflow": workflow.pk, "project": vision.pk,
         "bob_membership": bob.pk,
         "alice_token": ApiToken.objects.filter(user=users["alice"]).get().pk,
+        **_alices_notifications(users["alice"]),
     }  # fmt: skip
     return World(users, tokens, objects)
+
+
+def _alices_notifications(alice: User) -> dict[str, int]:
+    """A channel to an address the guard refuses (its test send makes no request), and a
+    subscription of alice's Jobs with it."""
+    channel = Channel.objects.create(
+        owner=alice, name="alices-hook", kind="webhook", target="https://127.0.0.1:8159/hook"
+    )
+    subscription = Subscription.objects.create(
+        user=alice, channel=channel, scope="mine", events=["job.failed"]
+    )
+    return {"alice_channel": channel.pk, "alice_subscription": subscription.pk}
 
 
 def _crashing_job(project: Project, cluster: Cluster, owner: User) -> tuple[Job, Task, Workflow]:
@@ -359,7 +419,11 @@ def test_page(world: World, name: str) -> None:
 def test_api(world: World, operation: str) -> None:
     call = API[operation]
     path = operation.split(" ", 1)[1]
-    ids = {"job_id": world.objects["job"], "workflow_id": world.objects["workflow"], "pod": POD}
+    ids = {
+        "job_id": world.objects["job"], "workflow_id": world.objects["workflow"], "pod": POD,
+        "channel_id": world.objects["alice_channel"],
+        "subscription_id": world.objects["alice_subscription"],
+    }  # fmt: skip
     _check(world, call, path.format(**ids), True, SEES_DIAGNOSTICS)
 
 

@@ -1,0 +1,195 @@
+"""Occurrences and their messages written in the transaction of the state change that causes
+them, once per (subscription, Job, run, event, occurrence), issue 32 §Build 1 and 3."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import time_machine
+from django.contrib.auth.models import User
+from django.core.cache import cache
+
+from console.models import Addon, Cluster
+from jobs.choices import JobPhase
+from jobs.models import Job
+from jobs.workload.intake import BATCH
+from jobs.workload.report import record
+from notify.choices import Event, ScopeKind
+from notify.models import Condition, Outbox
+from notify.watch import after_cycle
+from tests.notify.conftest import channel, job_of, subscribe
+
+T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+
+
+def cycle(
+    cluster: Cluster,
+    at: datetime,
+    touched: set[int] | None = None,
+    addons: dict[str, str] | None = None,
+) -> int:
+    cluster.refresh_from_db()
+    return after_cycle(cluster, touched or set(), addons or {}, at)
+
+
+def say(job: Job, moment: datetime, seq: int, **message: Any) -> None:
+    cache.clear()
+    body = {"pod": "ppo-head-0", "uid": "u", "seq": seq, "at": moment.isoformat(), **message}
+    with time_machine.travel(moment, tick=False):
+        items = BATCH.validate_python([body])
+        record(job.pk, job.run, items)
+
+
+def sent(*fields: str) -> list[tuple[Any, ...]]:
+    return list(Outbox.objects.order_by("pk").values_list(*fields))
+
+
+def test_it_writes_one_message_when_a_job_fails_however_often_the_cycle_runs(
+    alice: User, cluster: Cluster
+) -> None:
+    subscribe(alice, channel(alice), Event.JOB_FAILED)
+    job = job_of(alice, cluster, phase=JobPhase.FAILED)
+    assert cycle(cluster, T0, {job.pk}) > 0
+    cycle(cluster, T0 + timedelta(seconds=10), {job.pk})
+    cycle(cluster, T0 + timedelta(seconds=20))  # a restarted sync: not live, not touched
+    assert sent("event", "part", "run", "job_id") == [("job.failed", "opened", 1, job.pk)]
+    facts = Outbox.objects.get().facts
+    assert facts["job"]["name"] == "ppo" and facts["job"]["project"] == "vision"
+    assert facts["job"]["url"].endswith(f"/jobs/{job.pk}/")
+    Job.objects.filter(pk=job.pk).update(run=2)  # resumed, failed again: a new run
+    cycle(cluster, T0 + timedelta(minutes=5), {job.pk})
+    assert sent("run") == [(1,), (2,)]
+
+
+def test_it_says_a_stall_then_repeats_it_then_says_it_resolved(
+    alice: User, cluster: Cluster
+) -> None:
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED, repeat_hours=4)
+    job = job_of(alice, cluster, spec={"tasks": [], "policies": {"stall_after_seconds": 60}})
+    say(job, T0, 1, kind="progress", step=18200, max_steps=50000)
+    assert cycle(cluster, T0 + timedelta(seconds=30)) == 0
+    for minute in (2, 3, 60):  # heartbeats keep coming, the step does not move
+        at = T0 + timedelta(minutes=minute)
+        say(job, at, 10 + minute, kind="heartbeat")
+        cycle(cluster, at)
+    assert sent("event", "part", "repeat") == [("workload.stalled", "opened", 0)]
+    workload = Outbox.objects.get().facts["workload"]
+    assert (workload["state"], workload["step"], workload["max_steps"]) == (
+        "Stalled", 18200, 50000,
+    )  # fmt: skip
+    later = T0 + timedelta(hours=4, minutes=2)
+    say(job, later, 90, kind="heartbeat")
+    cycle(cluster, later)
+    cycle(cluster, later + timedelta(seconds=10))
+    assert sent("part", "repeat")[-1] == ("repeat", 1)
+    moved = later + timedelta(seconds=20)
+    say(job, moved, 91, kind="progress", step=18300, max_steps=50000)
+    cycle(cluster, moved)
+    cycle(cluster, moved + timedelta(seconds=10))
+    assert sent("part", "repeat") == [("opened", 0), ("repeat", 1), ("resolved", 0)]
+    assert Outbox.objects.last().facts["resolved"] is True  # type: ignore[union-attr]
+    assert Condition.objects.get().resolved_at == moved
+
+
+def test_it_says_pending_too_long_after_each_subscriptions_threshold(
+    alice: User, bob: User, cluster: Cluster
+) -> None:
+    job = job_of(alice, cluster, phase=JobPhase.PENDING)
+    subscribe(alice, channel(alice), Event.JOB_PENDING_TOO_LONG, pending_minutes=10)
+    subscribe(bob, channel(bob), Event.JOB_PENDING_TOO_LONG, scope=ScopeKind.JOB, job=job)
+    cycle(cluster, T0)
+    cycle(cluster, T0 + timedelta(minutes=11))
+    assert sent("subscription__user__username") == [("alice",)]
+    cycle(cluster, T0 + timedelta(minutes=31))
+    assert sent("subscription__user__username") == [("alice",), ("bob",)]
+    Job.objects.filter(pk=job.pk).update(phase=JobPhase.RUNNING)
+    cycle(cluster, T0 + timedelta(minutes=32), {job.pk})
+    assert sent("part")[-2:] == [("resolved",), ("resolved",)]
+
+
+def test_it_tells_only_readers_of_the_job_and_only_the_events_they_chose(
+    alice: User, bob: User, charlie: User, cluster: Cluster
+) -> None:
+    job = job_of(alice, cluster, phase=JobPhase.FAILED)
+    subscribe(bob, channel(bob), Event.JOB_FAILED, scope=ScopeKind.PROJECT, project=job.project)
+    subscribe(charlie, channel(charlie), scope=ScopeKind.JOB, job=job)  # not a member
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    cycle(cluster, T0, {job.pk})
+    assert sent("subscription__user__username", "event") == [("bob", "job.failed")]
+
+
+def test_it_says_a_completion_in_the_signal_request_that_brings_it(
+    alice: User, cluster: Cluster
+) -> None:
+    subscribe(alice, channel(alice), Event.WORKLOAD_SUCCEEDED)
+    job = job_of(alice, cluster)
+    say(job, T0, 1, kind="completion", outcome="succeeded")
+    say(job, T0, 2, kind="completion", outcome="succeeded")
+    cycle(cluster, T0 + timedelta(seconds=5))  # the cycle sees it too: nothing more
+    assert sent("event") == [("workload.succeeded",)]
+
+
+def test_it_says_a_policys_stop_once(alice: User, cluster: Cluster) -> None:
+    subscribe(alice, channel(alice), Event.JOB_STOPPED_BY_CONSOLE)
+    spec = {"tasks": [], "policies": {"stop_on_completion": True}}
+    job = job_of(alice, cluster, spec=spec)
+    say(job, T0, 1, kind="completion", outcome="succeeded")
+    say(job, T0, 2, kind="completion", outcome="succeeded")
+    assert sent("event") == [("job.stopped_by_console",)]
+
+
+def test_it_says_a_cluster_unreachable_and_recovered(alice: User, cluster: Cluster) -> None:
+    from notify.record import cluster_reachability
+
+    subscribe(alice, channel(alice), Event.CLUSTER_UNREACHABLE)
+    job_of(alice, cluster)
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
+    cluster_reachability(cluster, False, "connection refused", T0)
+    cluster_reachability(cluster, False, "connection refused", T0 + timedelta(seconds=10))
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=False)
+    cycle(cluster, T0 + timedelta(seconds=20))
+    assert sent("event", "part") == [
+        ("cluster.unreachable", "opened"),
+        ("cluster.unreachable", "resolved"),
+    ]
+    assert Outbox.objects.last().facts["event"] == "cluster.recovered"  # type: ignore[union-attr]
+
+
+def test_it_says_an_addon_failed_and_back(alice: User, cluster: Cluster) -> None:
+    subscribe(alice, channel(alice), Event.ADDON_FAILED, scope=ScopeKind.PROJECT,
+              project=alice.memberships.get().project)  # fmt: skip
+    cycle(cluster, T0, addons={"gpu-operator": Addon.Phase.FAILED})
+    cycle(cluster, T0 + timedelta(seconds=10), addons={"gpu-operator": Addon.Phase.FAILED})
+    cycle(cluster, T0 + timedelta(seconds=20), addons={"gpu-operator": Addon.Phase.READY})
+    assert sent("event", "part") == [("addon.failed", "opened"), ("addon.failed", "resolved")]
+    assert Outbox.objects.first().facts["detail"] == "gpu-operator"  # type: ignore[union-attr]
+
+
+def test_a_quiet_cycle_nobody_follows_reads_twice_and_writes_nothing(
+    alice: User, cluster: Cluster, django_assert_num_queries: Any
+) -> None:
+    job_of(alice, cluster)
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
+    cluster.refresh_from_db()
+    with django_assert_num_queries(2):
+        assert after_cycle(cluster, set(), {}, T0) == 0
+
+
+def test_it_notices_a_failed_job_in_the_sync_cycle_that_observes_it(
+    alice: User, sim: Any, tmp_path: Any
+) -> None:
+    """End to end on simcluster: the cycle that writes Failed writes the message with it."""
+    from console.engine.cycle import sync_cluster
+    from tests.conftest import register_sim
+    from tests.engine.conftest import phase_of, submit, sync_until, task
+
+    cluster = register_sim(sim, tmp_path)
+    subscribe(alice, channel(alice), Event.JOB_FAILED)
+    bad = submit(
+        alice, cluster, "bad", task("eval", kind="Job", command=["sim", "crash", "5", "3"])
+    )
+    sync_until(cluster, lambda: phase_of(bad) == "Failed")
+    assert sent("event", "job_id") == [("job.failed", bad.pk)]
+    sync_cluster(cluster.pk)
+    assert Outbox.objects.count() == 1
