@@ -232,16 +232,12 @@ def test_the_workloads_word_is_one_package() -> None:
     """Intake, report, fallbacks and RLinf's log reading in `jobs/workload/`; the state's pure
     rule beside the other status rules; nothing of it loose in `jobs/`."""
     modules = project_modules()
-    assert {m for m in modules if m.startswith("jobs.workload.report.")} >= {
+    assert {m for m in modules if m.startswith("jobs.workload.")} >= {
         "jobs.workload.intake", "jobs.workload.report", "jobs.workload.fallbacks",
         "jobs.workload.rlinf_logs",
     }  # fmt: skip
-    assert not {
-        "jobs.workload.intake",
-        "jobs.workload.fallbacks",
-        "jobs.workload.rlinf_logs",
-    } & set(modules)
-    assert modules["jobs.workload.report"].name == "__init__.py"
+    assert not {"jobs.signals", "jobs.fallbacks", "jobs.rlinf_logs"} & set(modules)
+    assert modules["jobs.workload"].name == "__init__.py"
 
 
 def test_the_engines_row_names_are_the_engines_alone() -> None:
