@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from simcluster import errors, resources
+from simcluster import disruption, errors, resources
 from simcluster.context import Context
 from simcluster.deletion import DeleteOptions, delete_object
 from simcluster.resources import ResourceType
@@ -128,6 +128,7 @@ class Api:
             ("PUT", True, "scale"): self.update_scale,
             ("PATCH", True, "scale"): self.patch_scale,
             ("GET", True, "log"): self.log,
+            ("POST", True, "eviction"): self.evict,
         }
         handler = handlers.get(verb)
         if handler is None:
@@ -286,6 +287,12 @@ class Api:
         pod = self.writer.existing(target.resource, target.key)
         text = self.read_log(pod, request.query)
         return Response(200, text.encode(), "text/plain")
+
+    def evict(self, target: Target, request: Request) -> Response:
+        status, body = disruption.evict(
+            self.ctx, target.key, _body_object(request.body), _dry_run(request)
+        )
+        return json_response(status, body)
 
     def _object(self, resource: ResourceType, obj: Obj, status: int) -> Response:
         body = {"kind": resource.kind, "apiVersion": resource.api_version, **obj}

@@ -104,7 +104,7 @@ RESOURCES: dict[str, ResourceType] = {
             "v1",
             True,
             ("po",),
-            ("status", "log"),
+            ("status", "log", "eviction"),
             _POD_FIELDS,
             has_generation=True,
             returns_deleted_object=True,
@@ -165,6 +165,16 @@ RESOURCES: dict[str, ResourceType] = {
             "daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), has_generation=True
         ),
         ResourceType(
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            "policy",
+            "v1",
+            True,
+            ("pdb",),
+            ("status",),
+            has_generation=True,
+        ),
+        ResourceType(
             "jobs",
             "Job",
             "batch",
@@ -179,7 +189,7 @@ RESOURCES: dict[str, ResourceType] = {
     )
 }
 
-GROUPS: dict[str, str] = {"apps": "v1", "batch": "v1"}
+GROUPS: dict[str, str] = {"apps": "v1", "batch": "v1", "policy": "v1"}
 
 
 def resource_for(group: str, version: str, plural: str) -> ResourceType | None:
@@ -239,6 +249,10 @@ def _subresource(resource: ResourceType, sub: str) -> Obj:
     name = f"{resource.plural}/{sub}"
     if sub == "log":
         return _api_resource(resource, name, "Pod", ("get",))
+    if sub == "eviction":
+        entry = _api_resource(resource, name, "Eviction", ("create",))
+        entry.update({"group": "policy", "version": "v1"})
+        return entry
     if sub == "scale":
         entry = _api_resource(resource, name, "Scale", ("get", "patch", "update"))
         entry.update({"group": "autoscaling", "version": "v1"})

@@ -222,6 +222,37 @@ class SimCluster:
             self.cluster.store.update("nodes", node)
         self.cluster.tick()
 
+    def mirror_pod(self, node: str, name: str, namespace: str = "kube-system") -> str:
+        """A static pod of `node`'s kubelet as the API shows it: a mirror pod named
+        `<name>-<node>`, annotated `kubernetes.io/config.mirror`, owned by its Node. Drains
+        skip it (deleting it would only make the kubelet post it again). Returns its name."""
+        with self.cluster.store.lock:
+            owner = self.cluster.store.get("nodes", ("", node))
+            if owner is None:
+                raise errors.not_found("nodes", "", node)
+            pod = {
+                "metadata": {
+                    "name": f"{name}-{node}",
+                    "labels": {"component": name, "tier": "control-plane"},
+                    "annotations": {
+                        "kubernetes.io/config.hash": owner["metadata"]["uid"][:32],
+                        "kubernetes.io/config.mirror": owner["metadata"]["uid"][:32],
+                        "kubernetes.io/config.source": "file",
+                    },
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": node,
+                         "uid": owner["metadata"]["uid"], "controller": True},
+                    ],
+                },
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": name, "image": f"registry.k8s.io/{name}:v1.33.0"}],
+                },
+            }  # fmt: skip
+            created = self.cluster.writer.create(RESOURCES["pods"], namespace, pod)
+        self.cluster.tick()
+        return str(created["metadata"]["name"])
+
     def kill_pod(self, namespace: str, name: str, container: str | None = None) -> list[str]:
         """Kills the pod's running containers (exit 137, reason Error); returns their names."""
         with self.cluster.store.lock:
