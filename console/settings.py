@@ -353,6 +353,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "console.tasks.sync_all_clusters",
         "schedule": float(TRAINYARD_SYNC_INTERVAL),
     },
+    "resume-drains": {"task": "console.tasks.resume_drains", "schedule": 30.0},
     "progress-from-logs": {
         "task": "console.tasks.read_progress_from_logs",
         "schedule": float(TRAINYARD_LOG_PROGRESS_SECONDS),

@@ -55,3 +55,25 @@ def read_progress_from_logs() -> None:
     from console.engine.log_progress import read_progress_from_logs as run
 
     run()
+
+
+@shared_task
+def drain_node(drain_id: int) -> None:
+    """One pass of a node drain; the next is queued while the drain runs (a 429 is retried
+    then). The beat's `resume_drains` restarts a chain a dead worker broke."""
+    from console.engine.nodes import advance_drain
+
+    with log_context(drain_id=drain_id):
+        delay = advance_drain(drain_id)
+    if delay is not None:
+        drain_node.apply_async((drain_id,), countdown=delay)
+
+
+@shared_task
+def resume_drains() -> None:
+    from django.utils import timezone
+
+    from console.engine.nodes import stalled_drains
+
+    for drain_id in stalled_drains(timezone.now()):
+        drain_node.delay(drain_id)

@@ -122,6 +122,30 @@ PODS = Resource("Pod", "v1", "pods")
 NODES = Resource("Node", "v1", "nodes", namespaced=False)
 DAEMONSETS = Resource("DaemonSet", "apps/v1", "daemonsets")
 DEPLOYMENTS = Resource("Deployment", "apps/v1", "deployments")
+BUDGETS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """The answer to an eviction: its HTTP status, the Status message and causes' messages."""
+
+    status: int
+    message: str
+    causes: tuple[str, ...]
+
+
+def _causes(body: bytes) -> tuple[str, ...]:
+    try:
+        document = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return ()
+    details = document.get("details") if isinstance(document, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return tuple(
+        safe_text(str(cause.get("message", "")))
+        for cause in causes or ()
+        if isinstance(cause, dict)
+    )
 
 
 def safe_text(text: str, limit: int = 300) -> str:
@@ -264,11 +288,15 @@ class Gateway:
             )
         return page
 
-    def list(self, resource: Resource, selector: str = "", namespace: str = "") -> list[Any]:
+    def list(
+        self, resource: Resource, selector: str = "", namespace: str = "", fields: str = ""
+    ) -> list[Any]:
         """Every item of a LIST, all pages; a full relist when a continue token expired."""
-        return self.listing(resource, selector, namespace).items
+        return self.listing(resource, selector, namespace, fields).items
 
-    def listing(self, resource: Resource, selector: str = "", namespace: str = "") -> Listing:
+    def listing(
+        self, resource: Resource, selector: str = "", namespace: str = "", fields: str = ""
+    ) -> Listing:
         """A LIST with the resourceVersion a watch continues from (every page of one LIST is
         read at the revision of its first page)."""
         path = resource.path(namespace or None)
@@ -279,6 +307,7 @@ class Gateway:
                 while True:
                     query = [("limit", str(PAGE_SIZE))]
                     query += [("labelSelector", selector)] if selector else []
+                    query += [("fieldSelector", fields)] if fields else []
                     query += [("continue", token)] if token else []
                     page = self._page(path, query)
                     items.extend(page["items"])
@@ -408,6 +437,20 @@ class Gateway:
         """A JSON merge patch (RFC 7386): only the fields named change."""
         path = resource.path(namespace, name)
         return self._write("PATCH", path, patch, "application/merge-patch+json")[1]
+
+    def evict(self, namespace: str, name: str, uid: str) -> Eviction:
+        """`POST pods/NAME/eviction` (policy/v1), only that very pod (a UID precondition): the
+        API server's answer as it came, for the caller to judge — 201 evicted, 429 a budget
+        forbids it for now, 500 several budgets, 404/409 the pod is gone."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }
+        path = PODS.path(namespace, name) + "/eviction"
+        status, _reason, data = self._send("POST", path, [], body, "application/json")
+        return Eviction(status, safe_text(_api_message(data)), _causes(data))
 
     def delete(self, resource: Resource, namespace: str, name: str, uid: str = "") -> None:
         """Background propagation: the object goes now, its pods are collected after. With `uid`
