@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from console.api_platform import api  # jobs.api's API, with the operators' endpoints
 from console.views.login import login
-from jobs.api import api
 
 handler500 = "console.errors.server_error"
 

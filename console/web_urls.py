@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from console.views import audit, clusters, dashboard, projects, tokens
+from console.views import audit, clusters, dashboard, drains, projects, tokens
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -23,6 +23,12 @@ urlpatterns = [
     path("clusters/", clusters.cluster_list, name="clusters"),
     path("nodes/", clusters.node_list, name="nodes"),
     path("addons/", clusters.addon_list, name="addons"),
+    path("nodes/<slug:cluster>/<str:node>/", drains.node_page, name="node"),
+    path("nodes/<slug:cluster>/<str:node>/cordon/", drains.node_cordon, name="node_cordon"),
+    path("nodes/<slug:cluster>/<str:node>/uncordon/", drains.node_uncordon, name="node_uncordon"),
+    path("nodes/<slug:cluster>/<str:node>/drain/", drains.node_drain, name="node_drain"),
+    path("drains/<int:pk>/", drains.drain_page, name="drain"),
+    path("drains/<int:pk>/stop/", drains.drain_stop, name="drain_stop"),
     path("projects/", projects.project_list, name="projects"),
     path("projects/<int:pk>/", projects.project_detail, name="project"),
     path("projects/<int:pk>/members/", projects.project_member_add, name="project_member_add"),

@@ -7,14 +7,16 @@ Spec §Node and Addon status: cordoning changes `spec.unschedulable`, never Onli
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 
 from console import node_actions
-from console.engine.nodes import advance_drain
+from console.engine.nodes import advance_drain, stalled_drains
 from console.models import AuditEvent, Cluster, DrainPod, DrainRun, Node, NodeCordon
 from jobs.choices import DrainAction, DrainPodStatus, DrainReason, DrainState
 from simcluster.resources import RESOURCES
@@ -229,3 +231,21 @@ def test_it_names_the_trainyard_jobs_that_lose_workers_with_owner_and_gpus(
         2,
     )
     assert at_risk.gpus_on_node >= 1 and at_risk.pods
+
+
+def test_it_leaves_a_held_drain_alone_and_restarts_a_chain_a_dead_worker_broke(
+    cluster: Cluster, olga: User
+) -> None:
+    """A pass holding the lease (or a worker killed mid-pass) is not doubled; once the lease
+    ran out and no pass came for three intervals, the beat's `resume_drains` finds the drain."""
+    now = timezone.now()
+    run = DrainRun.objects.create(
+        cluster=cluster, node_name=NODE, requested_by_name="olga",
+        lease_until=now + timedelta(seconds=60), last_pass_at=now,
+    )  # fmt: skip
+    assert advance_drain(run.pk) is None
+    assert DrainRun.objects.get(pk=run.pk).last_pass_at == now  # no pass ran
+    assert stalled_drains(now) == []
+    assert stalled_drains(now + timedelta(seconds=61)) == [run.pk]
+    DrainRun.objects.filter(pk=run.pk).update(state=DrainState.STOPPED)
+    assert stalled_drains(now + timedelta(seconds=61)) == []

@@ -556,6 +556,12 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/jobs/{job_id}/signals": {"post"},
         "/api/v1/workflows": {"get", "post"},
         "/api/v1/workflows/{workflow_id}": {"get"},
+        "/api/v1/clusters/{name}/nodes/{node}/cordon": {"post"},
+        "/api/v1/clusters/{name}/nodes/{node}/uncordon": {"post"},
+        "/api/v1/clusters/{name}/nodes/{node}/drain-preview": {"get"},
+        "/api/v1/clusters/{name}/nodes/{node}/drain": {"post"},
+        "/api/v1/drains/{drain_id}": {"get"},
+        "/api/v1/drains/{drain_id}/stop": {"post"},
     } == {path: set(methods) for path, methods in document["paths"].items()}
     assert document["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 

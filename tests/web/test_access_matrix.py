@@ -29,7 +29,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from console.models import ApiToken, Cluster, Membership, Project
+from console.models import ApiToken, Cluster, DrainRun, Membership, Node, Project
 from jobs.api import api
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.messages import Message, encode
@@ -84,6 +84,9 @@ NOT_GET = "302 405 405 405 405 405 405"  # a POST-only view asked with GET
 OPERATORS = "302 403 403 403 403 200 200"  # the audit trail
 READ_LOGS = "302 404 403 200 404 200 200"  # vision's members and operators, not its viewers
 POD = "ppo-secret-actor-0"
+ACT = "302 403 403 403 403 302 302"  # an operator's action from a page
+NODE = {"cluster": "=gpu-a", "node": "=node-a"}
+DRAIN = {"pk": "drain"}
 
 # Web routes by URL name (the URLconf, outside the API and the admin).
 PAGES: dict[str, list[Call]] = {
@@ -157,6 +160,14 @@ PAGES: dict[str, list[Call]] = {
         Call(CHANGE_VISION, "post", ids=PROJECT, data={"clusters": []}),
         Call(NOT_GET, ids=PROJECT),
     ],
+    # Node actions (issue 36): operators only, before any lookup. The matrix's cluster cannot
+    # be read: the node page says so (200), a form's refusal comes back as a message (302).
+    "node": [Call(OPERATORS, ids=NODE)],
+    "node_cordon": [Call(ACT, "post", ids=NODE, data={"reason": "disk"}), Call(NOT_GET, ids=NODE)],
+    "node_uncordon": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],
+    "node_drain": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],
+    "drain": [Call(OPERATORS, ids=DRAIN), Call(OPERATORS, ids=DRAIN, htmx=True)],
+    "drain_stop": [Call(ACT, "post", ids=DRAIN), Call(NOT_GET, ids=DRAIN)],
     "api_tokens": [Call(EVERYONE), Call(EVERYONE, "post", data={"name": "ci"})],
     "audit": [Call(OPERATORS), Call(OPERATORS, query="?format=csv")],
     "api_token_revoke": [
@@ -174,6 +185,8 @@ PAGES: dict[str, list[Call]] = {
 # for each reader but the anonymous one.
 READ_API_JOB = "401 404 200 200 404 200 200"
 OPERATE_API_JOB = "401 404 403 {ok} 404 403 403"
+OPERATOR_API = "401 403 403 403 403 {ok} {ok}"
+API_NODE = {"name": "=gpu-a", "node": "=node-a"}
 API: dict[str, Call] = {
     "GET /api/v1/clusters": Call("401 200 200 200 200 200 200"),
     "GET /api/v1/nodes": Call("401 200 200 200 200 200 200"),
@@ -206,6 +219,24 @@ API: dict[str, Call] = {
         data={"name": "wf-new", "project": "vision", "jobs": [{**SPEC, "project": None}]},
     ),
     "GET /api/v1/workflows/{workflow_id}": Call(READ_API_JOB),
+    # Operators' actions (issue 36): 403 to anyone else; the matrix's cluster cannot be read or
+    # written, so the actions that reach it answer 502.
+    "POST /api/v1/clusters/{name}/nodes/{node}/cordon": Call(
+        OPERATOR_API.format(ok=502), "post", ids=API_NODE, data={"reason": "disk"}
+    ),
+    "POST /api/v1/clusters/{name}/nodes/{node}/uncordon": Call(
+        OPERATOR_API.format(ok=502), "post", ids=API_NODE
+    ),
+    "GET /api/v1/clusters/{name}/nodes/{node}/drain-preview": Call(
+        OPERATOR_API.format(ok=502), ids=API_NODE
+    ),
+    "POST /api/v1/clusters/{name}/nodes/{node}/drain": Call(
+        OPERATOR_API.format(ok=502), "post", ids=API_NODE, data={}
+    ),
+    "GET /api/v1/drains/{drain_id}": Call(OPERATOR_API.format(ok=200), ids={"drain_id": "drain"}),
+    "POST /api/v1/drains/{drain_id}/stop": Call(
+        OPERATOR_API.format(ok=200), "post", ids={"drain_id": "drain"}
+    ),
 }
 
 
@@ -225,7 +256,7 @@ def url_names() -> set[str]:
     """Every named route but the admin's (test_the_admin_is_for_staff covers those) and the
     API operations the OpenAPI document lists (API covers those)."""
     described = {
-        operation["operationId"].removeprefix("jobs_api_")
+        re.sub(r"^(jobs_api|console_api_platform)_", "", operation["operationId"])
         for methods in api.get_openapi_schema()["paths"].values()
         for operation in methods.values()
     }
@@ -273,7 +304,10 @@ def world(db: None) -> World:
     Membership.objects.create(user=users["charlie"], project=speech)
     job, task, workflow = _crashing_job(vision, cluster, users["alice"])
     tokens = {name: ApiToken.issue(user, name="matrix")[1] for name, user in users.items()}
+    Node.objects.create(cluster=cluster, name="node-a", phase="Online", observed_at=job.created_at)
+    drain = DrainRun.objects.create(cluster=cluster, node_name="node-b", requested_by_name="olga")
     objects = {
+        "drain": drain.pk,
         "job": job.pk, "task": task.pk, "workflow": workflow.pk, "project": vision.pk,
         "bob_membership": bob.pk,
         "alice_token": ApiToken.objects.filter(user=users["alice"]).get().pk,
@@ -360,6 +394,7 @@ def test_api(world: World, operation: str) -> None:
     call = API[operation]
     path = operation.split(" ", 1)[1]
     ids = {"job_id": world.objects["job"], "workflow_id": world.objects["workflow"], "pod": POD}
+    ids |= {key: _value(world, ref) for key, ref in call.ids.items()}
     _check(world, call, path.format(**ids), True, SEES_DIAGNOSTICS)
 
 

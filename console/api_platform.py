@@ -1,0 +1,203 @@
+"""The JSON API of operators' actions on clusters, nodes and add-ons (issue 36, docs/api.md):
+registered on the API of `jobs.api` (its tokens, its JSON errors), with the same rules as the
+pages because both call the same functions (`console.node_actions`).
+
+Every endpoint here is the operators': anyone else gets 403 before anything is looked up.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import P, PathEx, Schema, Status
+
+from console import node_actions
+from console.models import Cluster, DrainRun
+from jobs.api import MAX_ID, _error, _json_body, _user, api
+
+__all__ = ["api"]
+from jobs.choices import DrainAction, DrainPodStatus, DrainState
+from jobs.schemas import WRITE, ErrorOut
+
+ACTION = {**WRITE, 502: ErrorOut}
+DrainId = PathEx[int, P(ge=1, le=MAX_ID)]
+
+
+class DrainPodOut(Schema):
+    namespace: str
+    name: str
+    status: DrainPodStatus
+    reason: str
+    detail: str
+    attempts: int
+
+
+class DrainOut(Schema):
+    id: int
+    cluster: str
+    node: str
+    state: DrainState
+    message: str
+    requested_by: str
+    timeout_seconds: int
+    started_at: datetime
+    finished_at: datetime | None
+    pods: list[DrainPodOut]
+
+
+class PlannedPodOut(Schema):
+    namespace: str
+    name: str
+    action: DrainAction
+    reason: str
+    detail: str
+
+
+class JobAtRiskOut(Schema):
+    job_id: int
+    name: str
+    owner: str
+    project: str
+    pods: list[str]
+    gpus_on_node: int
+    gpus: int
+
+
+class DrainPreviewOut(Schema):
+    node: str
+    pods: list[PlannedPodOut]
+    jobs: list[JobAtRiskOut]
+
+
+class CordonOut(Schema):
+    cluster: str
+    node: str
+    unschedulable: bool
+    reason: str
+    by: str
+    at: datetime | None
+
+
+@api.exception_handler(node_actions.ActionRefused)
+def _action_refused(request: HttpRequest, exc: node_actions.ActionRefused) -> HttpResponse:
+    return _error(request, exc.status, exc.message, **exc.extra)
+
+
+def _cluster(request: HttpRequest, name: str) -> Cluster:
+    """Operators only, checked before the name is looked up (no hint to anyone else)."""
+    node_actions.check_operator(_user(request))
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise Http404("No such cluster.")
+    return cluster
+
+
+def _flag(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise node_actions.ActionRefused(
+            422, f"{name} must be true or false.", errors={name: "Must be a boolean."}
+        )
+    return value
+
+
+def _cordon_out(cluster: Cluster, node: str) -> dict[str, Any]:
+    found = node_actions.node_of(cluster, node)
+    cordon = cluster.cordons.filter(node_name=node).first()
+    return {
+        "cluster": cluster.name, "node": node, "unschedulable": found.unschedulable,
+        "reason": cordon.reason if cordon else "", "by": cordon.by_name if cordon else "",
+        "at": cordon.at if cordon else None,
+    }  # fmt: skip
+
+
+@api.post(
+    "/clusters/{name}/nodes/{node}/cordon", response={200: CordonOut, **ACTION}, tags=["nodes"]
+)
+def cordon(request: HttpRequest, name: str, node: str) -> dict[str, Any]:
+    """`{reason}` (required): patches `spec.unschedulable` to true; the node's Online/Offline
+    phase never changes. The reason, who and when are kept and shown."""
+    cluster = _cluster(request, name)
+    reason = _json_body(request).get("reason", "")
+    node_actions.cordon(_user(request), cluster, node, reason if isinstance(reason, str) else "",
+                        request)  # fmt: skip
+    return _cordon_out(cluster, node)
+
+
+@api.post(
+    "/clusters/{name}/nodes/{node}/uncordon", response={200: CordonOut, **ACTION}, tags=["nodes"]
+)
+def uncordon(request: HttpRequest, name: str, node: str) -> dict[str, Any]:
+    """Clears `spec.unschedulable`. 409 while a drain of the node runs."""
+    cluster = _cluster(request, name)
+    node_actions.uncordon(_user(request), cluster, node, request)
+    return _cordon_out(cluster, node)
+
+
+@api.get(
+    "/clusters/{name}/nodes/{node}/drain-preview",
+    response={200: DrainPreviewOut, **ACTION},
+    tags=["nodes"],
+)
+def drain_preview(
+    request: HttpRequest, name: str, node: str, delete_emptydir_data: bool = False
+) -> dict[str, Any]:
+    """Read live: each pod on the node and what a drain would do with it (evict, skip, blocked
+    with the reason), and the Trainyard Jobs that would lose workers, with owner and GPUs."""
+    cluster = _cluster(request, name)
+    found = node_actions.preview(_user(request), cluster, node, delete_emptydir_data)
+    return node_actions.preview_json(found)
+
+
+@api.post("/clusters/{name}/nodes/{node}/drain", response={202: DrainOut, **ACTION}, tags=["nodes"])
+def start_drain(request: HttpRequest, name: str, node: str) -> Status[dict[str, Any]]:
+    """`{timeout_seconds?, delete_emptydir_data?, skip_blocked?}`: cordons, then evicts through
+    the Eviction API; follow it at `/drains/{id}`. 409 when pods are blocked by a rule no retry
+    changes and `skip_blocked` is false, or when a drain of the node already runs."""
+    cluster = _cluster(request, name)
+    body = _json_body(request)
+    timeout = body.get("timeout_seconds", node_actions.DEFAULT_TIMEOUT_SECONDS)
+    if not isinstance(timeout, int) or isinstance(timeout, bool):
+        message = "timeout_seconds must be an integer."
+        raise node_actions.ActionRefused(422, message, errors={"timeout_seconds": message})
+    run = node_actions.start_drain(
+        _user(request), cluster, node, timeout_seconds=timeout,
+        delete_emptydir_data=_flag(body, "delete_emptydir_data"),
+        skip_blocked=_flag(body, "skip_blocked"), request=request,
+    )  # fmt: skip
+    return Status(202, node_actions.drain_json(run))
+
+
+def _drain(request: HttpRequest, drain_id: int) -> DrainRun:
+    node_actions.check_operator(_user(request))
+    run = DrainRun.objects.select_related("cluster").filter(pk=drain_id).first()
+    if run is None:
+        raise Http404("No such drain.")
+    return run
+
+
+@api.get("/drains/{drain_id}", response={200: DrainOut, **ACTION}, tags=["nodes"])
+def drain_detail(request: HttpRequest, drain_id: DrainId) -> dict[str, Any]:
+    """The drain's state (running, drained, partly_drained, failed, stopped) and its pods."""
+    return node_actions.drain_json(_drain(request, drain_id))
+
+
+@api.post("/drains/{drain_id}/stop", response={200: DrainOut, **ACTION}, tags=["nodes"])
+def stop_drain(request: HttpRequest, drain_id: DrainId) -> dict[str, Any]:
+    """Stops evicting; the node stays cordoned. 409 when the drain already ended."""
+    run = node_actions.stop_drain(_user(request), _drain(request, drain_id), request)
+    return node_actions.drain_json(run)
+
+
+def _keep_the_catch_all_last() -> None:
+    """jobs.api answers any unknown path with a JSON 404 from a catch-all route registered
+    last; the routes above were added after it, so it moves back to the end (URL patterns are
+    tried in the order the router holds them)."""
+    routes = api.default_router.path_operations
+    routes[CATCH_ALL] = routes.pop(CATCH_ALL)
+
+
+CATCH_ALL = "/{path:rest}"
+_keep_the_catch_all_last()
