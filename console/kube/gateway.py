@@ -123,6 +123,9 @@ NODES = Resource("Node", "v1", "nodes", namespaced=False)
 DAEMONSETS = Resource("DaemonSet", "apps/v1", "daemonsets")
 DEPLOYMENTS = Resource("Deployment", "apps/v1", "deployments")
 BUDGETS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
+# Read only for operators' actions (a drain), under the opt-in deploy/rbac-operator-actions.yaml,
+# never by the sync.
+OPERATOR_ONLY = (BUDGETS,)
 
 
 @dataclass(frozen=True)
