@@ -13,7 +13,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import P, PathEx, Schema, Status
 
-from console import node_actions
+from console import cluster_actions, node_actions
 from console.models import Cluster, DrainRun
 from jobs.api import MAX_ID, _error, _json_body, _user, api
 
@@ -80,6 +80,30 @@ class CordonOut(Schema):
     at: datetime | None
 
 
+class CheckOut(Schema):
+    permission: str
+    allowed: bool
+    required: bool
+    breaks: str
+
+
+class ConnectionOut(Schema):
+    """A connection test: whether `/version` answered (over verified TLS unless the cluster is
+    insecure), and one SelfSubjectAccessReview per permission the console needs."""
+
+    reached: bool
+    version: str
+    error: str
+    checklist: list[CheckOut]
+
+
+class RegisteredOut(Schema):
+    name: str
+    namespace: str
+    insecure: bool
+    connection: ConnectionOut
+
+
 @api.exception_handler(node_actions.ActionRefused)
 def _action_refused(request: HttpRequest, exc: node_actions.ActionRefused) -> HttpResponse:
     return _error(request, exc.status, exc.message, **exc.extra)
@@ -92,6 +116,54 @@ def _cluster(request: HttpRequest, name: str) -> Cluster:
     if cluster is None:
         raise Http404("No such cluster.")
     return cluster
+
+
+@api.post("/clusters", response={201: RegisteredOut, **ACTION}, tags=["clusters"])
+def register_cluster(request: HttpRequest) -> Status[dict[str, Any]]:
+    """`{name, server, ca, token}` or `{name, kubeconfig}` (+ `namespace`, `insecure`): tested
+    before it is stored; 201 with the checklist, or 4xx naming what failed."""
+    node_actions.check_operator(_user(request))
+    body = _json_body(request)
+    name = body.get("name")
+    if not isinstance(name, str):
+        raise node_actions.ActionRefused(422, "name is required.", errors={"name": "Required."})
+    cluster, report = cluster_actions.register(_user(request), name, body, request)
+    answer = {"name": cluster.name, "namespace": cluster.namespace, "insecure": cluster.insecure,
+              "connection": cluster_actions.report_json(report)}  # fmt: skip
+    return Status(201, answer)
+
+
+@api.post("/clusters/{name}/test", response={200: ConnectionOut, **ACTION}, tags=["clusters"])
+def test_cluster(request: HttpRequest, name: str) -> dict[str, Any]:
+    """The stored credentials tested again; the checklist kept for the pages."""
+    report = cluster_actions.check_connection(_user(request), _cluster(request, name), request)
+    return cluster_actions.report_json(report)
+
+
+@api.post(
+    "/clusters/{name}/credentials", response={200: ConnectionOut, **ACTION}, tags=["clusters"]
+)
+def rotate_credentials(request: HttpRequest, name: str) -> dict[str, Any]:
+    """Rotate: the same body as a registration (without `name`); the new credentials are
+    tested, then swapped in at once."""
+    cluster = _cluster(request, name)
+    report = cluster_actions.rotate(_user(request), cluster, _json_body(request), request)
+    return cluster_actions.report_json(report)
+
+
+class RetiredOut(Schema):
+    name: str
+    retired_at: datetime
+
+
+@api.delete("/clusters/{name}", response={200: RetiredOut, **ACTION}, tags=["clusters"])
+def retire_cluster(request: HttpRequest, name: str) -> dict[str, Any]:
+    """Retire: 409 while it has Pending or Running Jobs; its credentials deleted, its Jobs'
+    history kept, never synced again."""
+    cluster = _cluster(request, name)
+    cluster_actions.retire(_user(request), cluster, request)
+    cluster.refresh_from_db()
+    return {"name": cluster.name, "retired_at": cluster.retired_at}
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:

@@ -108,6 +108,16 @@ class Cluster(models.Model):
     watch_cursors = models.JSONField(default=dict, blank=True, editable=False)
     relisted_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    # The last connection test (issue 36): the server's version and, per permission the
+    # console needs (console.permissions, by key), whether its credentials hold it.
+    server_version = models.CharField(_("server version"), max_length=64, blank=True)
+    access = models.JSONField(_("permissions"), default=dict, blank=True, editable=False)
+    access_checked_at = models.DateTimeField(_("permissions checked at"), null=True, blank=True)
+    credentials_rotated_at = models.DateTimeField(
+        _("credentials rotated at"), null=True, blank=True
+    )
+    # Retired: credentials deleted, never synced again, its Jobs' history kept.
+    retired_at = models.DateTimeField(_("retired at"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -17,7 +17,8 @@ def sync_all_clusters() -> None:
     """The beat entry point: one sync task per cluster, so clusters spread over the workers."""
     from console.models import Cluster
 
-    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+    live = Cluster.objects.filter(retired_at__isnull=True)  # a retired one has no credentials
+    for cluster_id in live.values_list("pk", flat=True):
         sync_cluster.delay(cluster_id)
 
 

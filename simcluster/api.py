@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from simcluster import disruption, errors, resources
+from simcluster import access, disruption, errors, resources
 from simcluster.context import Context
 from simcluster.deletion import DeleteOptions, delete_object
 from simcluster.resources import ResourceType
@@ -87,6 +87,8 @@ class Api:
         self.server_address = server_address
         self.stopping = stopping or threading.Event()
         self.bookmark_seconds = bookmark_seconds
+        # What SelfSubjectAccessReviews answer (simcluster.access); None allows everything.
+        self.access_rules: list[Obj] | None = None
 
     def handle(self, request: Request) -> Response:
         try:
@@ -112,6 +114,11 @@ class Api:
         return json_response(200, document)
 
     def _dispatch(self, target: Target, request: Request) -> Response:
+        if target.resource.plural in resources.CREATE_ONLY:
+            if (request.method, target.name) != ("POST", None):
+                raise errors.method_not_allowed()
+            body = access.review(self.access_rules, _body_object(request.body))
+            return json_response(201, body)
         verb = (request.method, target.name is not None, target.subresource)
         handlers: dict[tuple[str, bool, str | None], Callable[[Target, Request], Response]] = {
             ("GET", False, None): self.list,

@@ -175,6 +175,13 @@ RESOURCES: dict[str, ResourceType] = {
             has_generation=True,
         ),
         ResourceType(
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            "authorization.k8s.io",
+            "v1",
+            False,
+        ),
+        ResourceType(
             "jobs",
             "Job",
             "batch",
@@ -189,7 +196,14 @@ RESOURCES: dict[str, ResourceType] = {
     )
 }
 
-GROUPS: dict[str, str] = {"apps": "v1", "batch": "v1", "policy": "v1"}
+GROUPS: dict[str, str] = {
+    "apps": "v1",
+    "batch": "v1",
+    "policy": "v1",
+    "authorization.k8s.io": "v1",
+}
+# Resources that are only ever created, answered and not stored (a review).
+CREATE_ONLY = frozenset({"selfsubjectaccessreviews"})
 
 
 def resource_for(group: str, version: str, plural: str) -> ResourceType | None:
@@ -212,7 +226,8 @@ def api_resource_list(group: str, version: str) -> Obj:
     for resource in RESOURCES.values():
         if resource.group != group or resource.version != version:
             continue
-        entries.append(_api_resource(resource, resource.plural, resource.kind, _CRUD))
+        verbs = ("create",) if resource.plural in CREATE_ONLY else _CRUD
+        entries.append(_api_resource(resource, resource.plural, resource.kind, verbs))
         for sub in resource.subresources:
             entries.append(_subresource(resource, sub))
     group_version = f"{group}/{version}" if group else version

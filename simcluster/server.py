@@ -77,6 +77,7 @@ class SimCluster:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self.api: Api | None = None
+        self.access_rules: list[Obj] | None = None
         if addons:
             self.seed_addons()
 
@@ -99,6 +100,7 @@ class SimCluster:
             self.cluster.ctx, self.cluster.kubelet.read_log, f"{self.host}:{self.port}",
             stopping=self.faults.stopping, bookmark_seconds=self.bookmark_seconds,
         )  # fmt: skip
+        self.api.access_rules = self.access_rules
         self.cluster.tick()
         serve = threading.Thread(
             target=httpd.serve_forever,
@@ -203,6 +205,13 @@ class SimCluster:
         with self.cluster.store.lock:
             self.cluster.nodes.set_online(name, True)
         self.cluster.tick()
+
+    def set_access_rules(self, rules: list[Obj] | None) -> None:
+        """What SelfSubjectAccessReviews answer from now on (simcluster.access): RBAC-style
+        rules, or None to allow everything (the default)."""
+        self.access_rules = rules
+        if self.api is not None:
+            self.api.access_rules = rules
 
     def cordon(self, name: str) -> None:
         self._set_unschedulable(name, True)

@@ -441,6 +441,29 @@ class Gateway:
         path = resource.path(namespace, name)
         return self._write("PATCH", path, patch, "application/merge-patch+json")[1]
 
+    def version(self) -> dict[str, Any]:
+        """`GET /version`: the API server's build (`gitVersion`, ...)."""
+        status, reason, data = self._send("GET", "/version", [], None, "")
+        if not 200 <= status < 300:
+            raise _status_failure(status, reason, data)
+        return self._json(status, data)
+
+    def access_review(self, attributes: dict[str, str]) -> tuple[bool, str]:
+        """One SelfSubjectAccessReview (authorization.k8s.io/v1) of the credentials in use:
+        whether they may do `attributes` (verb, group, resource, subresource, namespace), and
+        the authorizer's reason."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        status, reason, data = self._send("POST", path, [], body, "application/json")
+        if not 200 <= status < 300:
+            raise _status_failure(status, reason, data)
+        answer = self._json(status, data).get("status") or {}
+        return answer.get("allowed") is True, safe_text(str(answer.get("reason", "")))
+
     def evict(self, namespace: str, name: str, uid: str) -> Eviction:
         """`POST pods/NAME/eviction` (policy/v1), only that very pod (a UID precondition): the
         API server's answer as it came, for the caller to judge — 201 evicted, 429 a budget

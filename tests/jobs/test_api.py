@@ -543,7 +543,10 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
     assert response.status_code == 200
     document = response.json()
     assert {
-        "/api/v1/clusters": {"get"},
+        "/api/v1/clusters": {"get", "post"},
+        "/api/v1/clusters/{name}": {"delete"},
+        "/api/v1/clusters/{name}/test": {"post"},
+        "/api/v1/clusters/{name}/credentials": {"post"},
         "/api/v1/nodes": {"get"},
         "/api/v1/addons": {"get"},
         "/api/v1/jobs": {"get", "post"},

@@ -234,6 +234,17 @@ API: dict[str, Call] = {
         OPERATOR_API.format(ok=502), "post", ids=API_NODE, data={}
     ),
     "GET /api/v1/drains/{drain_id}": Call(OPERATOR_API.format(ok=200), ids={"drain_id": "drain"}),
+    # The matrix's cluster has an unusable kubeconfig ("x") and a Running Job.
+    "POST /api/v1/clusters": Call(OPERATOR_API.format(ok=422), "post", data={}),
+    "POST /api/v1/clusters/{name}/test": Call(
+        OPERATOR_API.format(ok=422), "post", ids={"name": "=gpu-a"}
+    ),
+    "POST /api/v1/clusters/{name}/credentials": Call(
+        OPERATOR_API.format(ok=422), "post", ids={"name": "=gpu-a"}, data={}
+    ),
+    "DELETE /api/v1/clusters/{name}": Call(
+        OPERATOR_API.format(ok=409), "delete", ids={"name": "=gpu-a"}
+    ),
     "POST /api/v1/drains/{drain_id}/stop": Call(
         OPERATOR_API.format(ok=200), "post", ids={"drain_id": "drain"}
     ),
