@@ -15,11 +15,24 @@ logger = logging.getLogger(__name__)
 @shared_task
 def sync_all_clusters() -> None:
     """The beat entry point: one sync task per cluster, so clusters spread over the workers."""
+    from django.utils import timezone
+
+    from console.engine.connection import access_due
     from console.models import Cluster
 
     live = Cluster.objects.filter(retired_at__isnull=True)  # a retired one has no credentials
     for cluster_id in live.values_list("pk", flat=True):
         sync_cluster.delay(cluster_id)
+    for cluster_id in access_due(timezone.now()):
+        check_access.delay(cluster_id)
+
+
+@shared_task
+def check_access(cluster_id: int) -> None:
+    """The console's permissions on a cluster, one SelfSubjectAccessReview each (issue 36)."""
+    from console.engine.connection import refresh_access
+
+    refresh_access(cluster_id)
 
 
 @shared_task

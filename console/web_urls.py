@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from console.views import audit, clusters, dashboard, drains, projects, tokens
+from console.views import audit, cluster_admin, clusters, dashboard, drains, projects, tokens
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -21,6 +21,11 @@ urlpatterns = [
     path("workflows/", workflows.workflow_list, name="workflows"),
     path("workflows/<int:pk>/", workflows.workflow_detail, name="workflow"),
     path("clusters/", clusters.cluster_list, name="clusters"),
+    path("clusters/new/", cluster_admin.cluster_new, name="cluster_new"),
+    path("clusters/<slug:name>/", cluster_admin.cluster_page, name="cluster"),
+    path("clusters/<slug:name>/test/", cluster_admin.cluster_test, name="cluster_test"),
+    path("clusters/<slug:name>/rotate/", cluster_admin.cluster_rotate, name="cluster_rotate"),
+    path("clusters/<slug:name>/retire/", cluster_admin.cluster_retire, name="cluster_retire"),
     path("nodes/", clusters.node_list, name="nodes"),
     path("addons/", clusters.addon_list, name="addons"),
     path("nodes/<slug:cluster>/<str:node>/", drains.node_page, name="node"),

@@ -8,11 +8,20 @@ It runs for credentials not stored yet (a registration, a rotation) as well as s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
+from django.utils import timezone
+
+from console.engine.one_job import gateway_for
 from console.kube.client import ClientConfigError, one_off_client, timeouts
 from console.kube.gateway import ClusterUnreachable, Gateway
+from console.kubeconfig import KubeconfigRejected
+from console.models import Cluster
 from console.permissions import NEEDS, Need, attributes
+
+ACCESS_SECONDS = 600  # how long a permission check is trusted before the beat repeats it
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,33 @@ def probe_connection(config: dict[str, Any], context: str, namespace: str) -> Co
     finally:
         client.close()
     return ConnectionReport(True, version, "", checks)
+
+
+def refresh_access(cluster_id: int) -> bool:
+    """The stored credentials' permissions checked again (one review per need) and kept with
+    the time: what the pages show actions by. False when the cluster could not answer (the
+    last answer is kept, with its time, and nothing is assumed beyond it)."""
+    cluster = Cluster.objects.filter(pk=cluster_id, retired_at__isnull=True).first()
+    if cluster is None:
+        return False
+    try:
+        gateway = gateway_for(cluster)
+        checks = [_check(gateway, need, cluster.namespace) for need in NEEDS]
+    except (ClusterUnreachable, KubeconfigRejected):
+        return False
+    allowed = {check.need.key: check.allowed for check in checks}
+    Cluster.objects.filter(pk=cluster_id).update(access=allowed, access_checked_at=timezone.now())
+    return True
+
+
+def access_due(now: datetime) -> list[int]:
+    """The clusters whose permissions were last checked more than ACCESS_SECONDS ago (or
+    never): checked once per that cycle, not on every page view."""
+    stale = Q(access_checked_at__isnull=True) | Q(
+        access_checked_at__lt=now - timedelta(seconds=ACCESS_SECONDS)
+    )
+    live = Cluster.objects.filter(stale, retired_at__isnull=True)
+    return list(live.values_list("pk", flat=True))
 
 
 def _check(gateway: Gateway, need: Need, namespace: str) -> Check:

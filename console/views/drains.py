@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from console import node_actions
+from console import node_actions, permissions
 from console.models import DrainRun, Node, NodeCordon
 from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
 from jobs.choices import DRAIN_TERMINAL, DrainAction, DrainReason
@@ -65,6 +65,10 @@ def node_page(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
         "default_timeout_minutes": node_actions.DEFAULT_TIMEOUT_SECONDS // 60,
         "reasons": dict(DrainReason.choices),
         "now": timezone.now(),
+        # Actions offered only when the console's credentials hold what they need (the last
+        # SelfSubjectAccessReviews, console.permissions); otherwise the page names what lacks.
+        "cordon_missing": permissions.missing_for("cordon", found.cluster.access),
+        "drain_missing": permissions.missing_for("drain", found.cluster.access),
         **_preview(request, found, emptydir),
     }
     return render(request, "console/node.html", context)

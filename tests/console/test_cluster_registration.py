@@ -179,3 +179,31 @@ def test_it_registers_and_retires_through_the_api_at_the_issues_paths(
     assert call("post", "/clusters/gpu-b/credentials", olga, body(sim)).json()["reached"]
     retired = call("delete", "/clusters/gpu-b", olga)
     assert retired.status_code == 200 and retired.json()["retired_at"]
+
+
+def test_it_registers_from_the_page_showing_the_rbac_first_and_the_checklist_after(
+    sim: SimCluster, olga: User, bob: User
+) -> None:
+    member = Client()
+    member.force_login(bob)
+    assert member.get("/clusters/new/").status_code == 403
+    client = Client()
+    client.force_login(olga)
+    form = client.get("/clusters/new/").content.decode()
+    assert "trainyard-console-read" in form  # the least-privilege RBAC, to apply first
+    refused = client.post("/clusters/new/", {"name": "x", "server": "http://169.254.169.254",
+                                             "token": "secret-t", "insecure": "on"})  # fmt: skip
+    assert refused.status_code == 422
+    assert "link-local" in refused.content.decode() or "metadata" in refused.content.decode()
+    assert "secret-t" not in refused.content.decode()
+    sim.set_access_rules(
+        [{"verbs": ["list", "watch", "get"], "apiGroups": ["*"], "resources": ["*"]}]
+    )
+    answer = client.post("/clusters/new/", {"name": "gpu-b", "server": sim.url, "token": sim.token,
+                                            "namespace": "default"})  # fmt: skip
+    assert answer.status_code == 302 and answer["Location"] == "/clusters/gpu-b/"
+    page = client.get("/clusters/gpu-b/").content.decode()
+    assert 'data-permission="patch core/nodes" data-allowed="no"' in page
+    assert "cordon and uncordon are not offered" in page
+    assert 'data-permission="list core/pods" data-allowed="yes"' in page
+    assert member.get("/clusters/gpu-b/").status_code == 403

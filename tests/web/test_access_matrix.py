@@ -87,6 +87,7 @@ POD = "ppo-secret-actor-0"
 ACT = "302 403 403 403 403 302 302"  # an operator's action from a page
 NODE = {"cluster": "=gpu-a", "node": "=node-a"}
 DRAIN = {"pk": "drain"}
+CLUSTER = {"name": "=gpu-a"}
 
 # Web routes by URL name (the URLconf, outside the API and the admin).
 PAGES: dict[str, list[Call]] = {
@@ -163,6 +164,14 @@ PAGES: dict[str, list[Call]] = {
     # Node actions (issue 36): operators only, before any lookup. The matrix's cluster cannot
     # be read: the node page says so (200), a form's refusal comes back as a message (302).
     "node": [Call(OPERATORS, ids=NODE)],
+    "cluster_new": [
+        Call(OPERATORS),
+        Call("302 403 403 403 403 422 422", "post", data={"name": "gpu-z", "server": ""}),
+    ],
+    "cluster": [Call(OPERATORS, ids=CLUSTER)],
+    "cluster_test": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
+    "cluster_rotate": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
+    "cluster_retire": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
     "node_cordon": [Call(ACT, "post", ids=NODE, data={"reason": "disk"}), Call(NOT_GET, ids=NODE)],
     "node_uncordon": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],
     "node_drain": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 
+from console.engine.connection import access_due, refresh_access
 from console.models import ApiToken, AuditEvent, Cluster, DrainRun, Node
 from jobs.choices import DrainState
 from simcluster.server import SimCluster
@@ -168,3 +170,25 @@ def test_it_shows_the_reason_beside_scheduling_disabled_on_the_pages(
     assert client.post(f"/drains/{run.pk}/stop/").status_code == 302
     fragment = client.get(f"/drains/{run.pk}/", headers={"HX-Request": "true"}).content.decode()
     assert 'data-state="stopped"' in fragment and "data-poll" not in fragment
+
+
+def test_it_offers_node_actions_only_when_the_credentials_allow_them(
+    synced: Cluster, olga: User
+) -> None:
+    """Issue 36, Build 4: SelfSubjectAccessReviews, cached per cycle, decide what is shown."""
+    client = logged_in(olga)
+    page = client.get(f"/nodes/{synced.name}/{NODE}/").content.decode()
+    assert 'data-missing="cordon"' in page and "have not been checked yet" in page
+    assert 'id="drain-form"' not in page
+    assert access_due(timezone.now()) == [synced.pk]
+    assert refresh_access(synced.pk)  # simcluster allows everything by default
+    assert access_due(timezone.now()) == []
+    page = client.get(f"/nodes/{synced.name}/{NODE}/").content.decode()
+    assert 'id="cordon-reason"' in page and 'id="drain-form"' in page
+    missing = {key: False for key in ("create core/pods/eviction",)}
+    Cluster.objects.filter(pk=synced.pk).update(
+        access=Cluster.objects.get(pk=synced.pk).access | missing
+    )
+    page = client.get(f"/nodes/{synced.name}/{NODE}/").content.decode()
+    assert 'id="cordon-reason"' in page and 'id="drain-form"' not in page
+    assert "lack create core/pods/eviction" in page
