@@ -13,7 +13,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import P, PathEx, Schema, Status
 
-from console import cluster_actions, node_actions
+from console import addon_actions, cluster_actions, node_actions
 from console.models import Cluster, DrainRun
 from jobs.api import MAX_ID, _error, _json_body, _user, api
 
@@ -149,6 +149,90 @@ def rotate_credentials(request: HttpRequest, name: str) -> dict[str, Any]:
     cluster = _cluster(request, name)
     report = cluster_actions.rotate(_user(request), cluster, _json_body(request), request)
     return cluster_actions.report_json(report)
+
+
+class AddonAttemptOut(Schema):
+    kind: str
+    from_version: str
+    to_version: str
+    requested_by: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str
+    answer: str
+
+
+class AddonTransitionOut(Schema):
+    phase: str
+    reason: str
+    at: datetime
+
+
+class RegistryAddonOut(Schema):
+    """A registry add-on: `phase` derived (Pending, Installing, Ready, Failed, Upgrading) with
+    its `reason`; the last 10 attempts and transitions, newest first."""
+
+    name: str
+    namespace: str
+    phase: str
+    reason: str
+    message: str
+    desired_version: str
+    applied_version: str
+    versions: list[str]
+    workloads: list[dict[str, Any]]
+    attempts: list[AddonAttemptOut]
+    transitions: list[AddonTransitionOut]
+
+
+@api.get(
+    "/clusters/{name}/addons", response={200: list[RegistryAddonOut], **ACTION}, tags=["addons"]
+)
+def addon_registry(request: HttpRequest, name: str) -> list[dict[str, Any]]:
+    """The cluster's add-on registry (operators)."""
+    found = addon_actions.registry(_user(request), _cluster(request, name))
+    return [addon_actions.addon_json(addon) for addon in found]
+
+
+@api.post("/clusters/{name}/addons", response={201: RegistryAddonOut, **ACTION}, tags=["addons"])
+def register_addon(request: HttpRequest, name: str) -> Status[dict[str, Any]]:
+    """`{name, namespace, versions: {version: manifest YAML}, desired_version}`: a desired
+    version starts its install (server-side apply, field manager `trainyard`)."""
+    cluster = _cluster(request, name)
+    addon = addon_actions.create_addon(_user(request), cluster, _json_body(request), request)
+    return Status(201, addon_actions.addon_json(addon))
+
+
+@api.get(
+    "/clusters/{name}/addons/{addon}", response={200: RegistryAddonOut, **ACTION}, tags=["addons"]
+)
+def addon_detail(request: HttpRequest, name: str, addon: str) -> dict[str, Any]:
+    found = addon_actions.addon_of(_user(request), _cluster(request, name), addon)
+    return addon_actions.addon_json(found)
+
+
+@api.patch(
+    "/clusters/{name}/addons/{addon}", response={200: RegistryAddonOut, **ACTION}, tags=["addons"]
+)
+def change_addon(request: HttpRequest, name: str, addon: str) -> dict[str, Any]:
+    """`{desired_version?, versions?}`: new versions added; a new desired version starts an
+    install or an upgrade. 409 while an attempt runs."""
+    user = _user(request)
+    found = addon_actions.addon_of(user, _cluster(request, name), addon)
+    changed = addon_actions.change_addon(user, found, _json_body(request), request)
+    return addon_actions.addon_json(changed)
+
+
+@api.post(
+    "/clusters/{name}/addons/{addon}/rollback",
+    response={200: RegistryAddonOut, **ACTION},
+    tags=["addons"],
+)
+def rollback_addon(request: HttpRequest, name: str, addon: str) -> dict[str, Any]:
+    """Back to the version applied before the current one; 409 when there is none."""
+    user = _user(request)
+    found = addon_actions.addon_of(user, _cluster(request, name), addon)
+    return addon_actions.addon_json(addon_actions.rollback(user, found, request))
 
 
 class RetiredOut(Schema):

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.fields import KubeconfigField
+from jobs import choices
 from jobs.choices import DrainPodStatus, DrainReason, DrainState
 
 
@@ -167,14 +168,8 @@ class Node(models.Model):
 class Addon(models.Model):
     """A cluster add-on. Ready means the desired version is reached, nothing more."""
 
-    class AddonPhase(models.TextChoices):  # named for the OpenAPI document, as Node's
-        PENDING = "Pending", _("Pending")
-        INSTALLING = "Installing", _("Installing")
-        READY = "Ready", _("Ready")
-        FAILED = "Failed", _("Failed")
-        UPGRADING = "Upgrading", _("Upgrading")
-
-    Phase: TypeAlias = AddonPhase  # noqa: UP040
+    AddonPhase = choices.AddonPhase  # named for the OpenAPI document, as Node's
+    Phase: TypeAlias = choices.AddonPhase  # noqa: UP040
 
     cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="addons")
     name = models.CharField(_("name"), max_length=253)
@@ -187,6 +182,12 @@ class Addon(models.Model):
     )
     message = models.TextField(_("message"), blank=True)
     observed_at = models.DateTimeField(_("observed at"), null=True, blank=True)
+    # A registry add-on (issue 36): the console applies its manifests (AddonVersion) by
+    # server-side apply; its phase is derived by jobs.status.addons from the attempts and the
+    # rollout observed (console.engine.addons), not by the sync's labelled-workload view.
+    managed = models.BooleanField(_("managed by the console"), default=False)
+    applied_version = models.CharField(_("applied version"), max_length=128, blank=True)
+    rollout = models.JSONField(_("rollout"), default=list, blank=True, editable=False)
 
     class Meta:
         ordering = ["cluster", "name"]
@@ -277,6 +278,78 @@ class DrainPod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}: {self.status}"
+
+
+class AddonVersion(models.Model):
+    """One version of a registry add-on: its manifests (Deployments, DaemonSets), as given."""
+
+    addon = models.ForeignKey(Addon, models.CASCADE, related_name="versions")
+    version = models.CharField(_("version"), max_length=128)
+    manifest = models.TextField(_("manifest"))
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["addon", "created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["addon", "version"], name="one_addon_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.addon_id} {self.version}"
+
+
+class AddonAttempt(models.Model):
+    """One install, upgrade or rollback of a registry add-on: who, which versions, when, the
+    outcome and the apply's answer. Running under a lease its passes renew: an attempt whose
+    lease ran out (its worker died) reads Failed, never Installing for ever."""
+
+    class AttemptKind(models.TextChoices):
+        INSTALL = "install", _("Install")
+        UPGRADE = "upgrade", _("Upgrade")
+        ROLLBACK = "rollback", _("Roll back")
+
+    class AttemptOutcome(models.TextChoices):
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+
+    Kind: TypeAlias = AttemptKind  # noqa: UP040
+    Outcome: TypeAlias = AttemptOutcome  # noqa: UP040
+
+    addon = models.ForeignKey(Addon, models.CASCADE, related_name="attempts")
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
+    from_version = models.CharField(_("from version"), max_length=128, blank=True)
+    to_version = models.CharField(_("to version"), max_length=128)
+    requested_by_name = models.CharField(_("requested by"), max_length=150)
+    started_at = models.DateTimeField(_("started at"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    outcome = models.CharField(
+        _("outcome"), max_length=16, choices=Outcome.choices, default=Outcome.RUNNING
+    )
+    applied = models.BooleanField(_("applied"), default=False)
+    answer = models.TextField(_("the apply's answer"), blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.addon_id} {self.kind} {self.to_version}: {self.outcome}"
+
+
+class AddonTransition(models.Model):
+    """A change of a registry add-on's derived phase, written only on a real change."""
+
+    addon = models.ForeignKey(Addon, models.CASCADE, related_name="transitions")
+    phase = models.CharField(_("phase"), max_length=16, choices=Addon.Phase.choices)
+    reason = models.CharField(_("reason"), max_length=500, blank=True)
+    at = models.DateTimeField(_("at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.addon_id} {self.phase} at {self.at}"
 
 
 class ObservedObject(models.Model):

@@ -91,3 +91,22 @@ def resume_drains() -> None:
 
     for drain_id in stalled_drains(timezone.now()):
         drain_node.delay(drain_id)
+
+
+@shared_task
+def apply_addon(attempt_id: int) -> None:
+    """One pass of an add-on's install, upgrade or rollback; the next is queued while it runs."""
+    from console.engine.addons import advance_attempt
+
+    with log_context(attempt_id=attempt_id):
+        delay = advance_attempt(attempt_id)
+    if delay is not None:
+        apply_addon.apply_async((attempt_id,), countdown=delay)
+
+
+@shared_task
+def observe_addons() -> None:
+    """The registry add-ons' rollouts read again (a Ready one that loses availability)."""
+    from console.engine.addons import observe_addons as run
+
+    run()

@@ -144,3 +144,13 @@ class DrainReason(models.TextChoices):
     SEVERAL_BUDGETS = "several_budgets", _("Several PodDisruptionBudgets select it")
     EVICTION_ERROR = "eviction_error", _("The Eviction API refused it")
     TIMEOUT = "timeout", _("Still present when the drain's time ran out")
+
+
+class AddonPhase(models.TextChoices):
+    """Spec §Node and Addon status (the vocabulary of console.models.Addon)."""
+
+    PENDING = "Pending", _("Pending")
+    INSTALLING = "Installing", _("Installing")
+    READY = "Ready", _("Ready")
+    FAILED = "Failed", _("Failed")
+    UPGRADING = "Upgrading", _("Upgrading")

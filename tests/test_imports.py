@@ -149,7 +149,7 @@ def test_kube_imports_nothing_of_ours_outside_its_package() -> None:
 # waits, through the engine (docs/decisions.md, "The import picture").
 ON_DEMAND_READ = "jobs.pod_logs"
 # An operator's actions on nodes, answered while the operator waits (issue 36).
-OPERATOR_ACTIONS = ("console.node_actions", "console.cluster_actions")
+OPERATOR_ACTIONS = ("console.node_actions", "console.cluster_actions", "console.addon_actions")
 # The frozen dataclasses the gateway returns: values the status rules read, not a call to a cluster.
 OBSERVATIONS = "console.kube.observations"
 

@@ -371,7 +371,9 @@ def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
 def _addons(cluster_id: int, touched: Touched) -> dict[str, AddonRow]:
     if not (touched.addons or touched.everything):
         return {}
-    rows = Addon.objects.filter(cluster_id=cluster_id).values_list(*AddonRow._fields)
+    # Registry add-ons are the console's own (console.engine.addons), not the sync's to derive.
+    unmanaged = Addon.objects.filter(cluster_id=cluster_id, managed=False)
+    rows = unmanaged.values_list(*AddonRow._fields)
     return {row[1]: AddonRow._make(row) for row in rows}
 
 
@@ -411,7 +413,9 @@ _VERSION_CHANGED = (
 )
 _ADDON_ATTENTION = Statement(
     lambda cluster_id: (
-        Addon.objects.filter(~Q(phase=Addon.Phase.READY) | _VERSION_CHANGED, cluster_id=cluster_id)
+        Addon.objects.filter(
+            ~Q(phase=Addon.Phase.READY) | _VERSION_CHANGED, cluster_id=cluster_id, managed=False
+        )
         .order_by()
         .values_list("pk")[:1]
     ),

@@ -441,6 +441,20 @@ class Gateway:
         path = resource.path(namespace, name)
         return self._write("PATCH", path, patch, "application/merge-patch+json")[1]
 
+    def apply(
+        self, resource: Resource, namespace: str, name: str, body: dict[str, Any], manager: str
+    ) -> tuple[int, dict[str, Any]]:
+        """Server-side apply (`application/apply-patch+yaml`; JSON is YAML) as `manager`,
+        forcing its ownership of the fields it sets: 201 created, 200 updated."""
+        path = resource.path(namespace, name)
+        query = [("fieldManager", manager), ("force", "true")]
+        status, reason, data = self._send(
+            "PATCH", path, query, body, "application/apply-patch+yaml"
+        )
+        if not 200 <= status < 300:
+            raise ApplyError(status, _status_message(status, reason, data))
+        return status, self._json(status, data)
+
     def version(self) -> dict[str, Any]:
         """`GET /version`: the API server's build (`gitVersion`, ...)."""
         status, reason, data = self._send("GET", "/version", [], None, "")

@@ -251,6 +251,19 @@ API: dict[str, Call] = {
     "POST /api/v1/clusters/{name}/credentials": Call(
         OPERATOR_API.format(ok=422), "post", ids={"name": "=gpu-a"}, data={}
     ),
+    "GET /api/v1/clusters/{name}/addons": Call(OPERATOR_API.format(ok=200), ids=CLUSTER),
+    "POST /api/v1/clusters/{name}/addons": Call(
+        OPERATOR_API.format(ok=422), "post", ids=CLUSTER, data={"name": "BAD"}
+    ),
+    "GET /api/v1/clusters/{name}/addons/{addon}": Call(
+        OPERATOR_API.format(ok=404), ids={**CLUSTER, "addon": "=nope"}
+    ),
+    "PATCH /api/v1/clusters/{name}/addons/{addon}": Call(
+        OPERATOR_API.format(ok=404), "patch", ids={**CLUSTER, "addon": "=nope"}, data={}
+    ),
+    "POST /api/v1/clusters/{name}/addons/{addon}/rollback": Call(
+        OPERATOR_API.format(ok=404), "post", ids={**CLUSTER, "addon": "=nope"}
+    ),
     "DELETE /api/v1/clusters/{name}": Call(
         OPERATOR_API.format(ok=409), "delete", ids={"name": "=gpu-a"}
     ),
