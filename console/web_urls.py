@@ -2,7 +2,16 @@
 
 from django.urls import include, path
 
-from console.views import audit, cluster_admin, clusters, dashboard, drains, projects, tokens
+from console.views import (
+    addons,
+    audit,
+    cluster_admin,
+    clusters,
+    dashboard,
+    drains,
+    projects,
+    tokens,
+)
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -28,6 +37,12 @@ urlpatterns = [
     path("clusters/<slug:name>/retire/", cluster_admin.cluster_retire, name="cluster_retire"),
     path("nodes/", clusters.node_list, name="nodes"),
     path("addons/", clusters.addon_list, name="addons"),
+    path("addons/<slug:cluster>/new/", addons.addon_new, name="addon_new"),
+    path("addons/<slug:cluster>/<str:name>/", addons.addon_page, name="addon"),
+    path("addons/<slug:cluster>/<str:name>/change/", addons.addon_change, name="addon_change"),
+    path(
+        "addons/<slug:cluster>/<str:name>/rollback/", addons.addon_rollback, name="addon_rollback"
+    ),
     path("nodes/<slug:cluster>/<str:node>/", drains.node_page, name="node"),
     path("nodes/<slug:cluster>/<str:node>/cordon/", drains.node_cordon, name="node_cordon"),
     path("nodes/<slug:cluster>/<str:node>/uncordon/", drains.node_uncordon, name="node_uncordon"),

@@ -108,6 +108,8 @@ def _with_versions(row: dict[str, Any]) -> dict[str, Any]:
     only a desired version that is set can differ from the current one, and Ready without one
     claims less than spec §Node and Addon status says Ready means (the page says so)."""
     desired, current = row["desired_version"], row["current_version"]
+    if row["managed"]:  # a registry add-on: the version the console applied
+        current = row["current_version"] = row["applied_version"]
     return {
         **row,
         "off_version": bool(desired) and desired != current,
@@ -165,6 +167,8 @@ ADDON_FIELDS = (
     "pk",
     "cluster_id",
     "cluster__name",
+    "managed",
+    "applied_version",
     "name",
     "namespace",
     "phase",

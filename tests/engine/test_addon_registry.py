@@ -185,3 +185,30 @@ def test_the_api_registers_changes_and_rolls_back_at_the_issues_paths(
         == 409
     )
     assert [a["name"] for a in call("get", "/clusters/sim/addons", olga).json()] == ["metrics"]
+
+
+def test_the_pages_register_install_and_show_the_phase_to_operators_only(
+    sim: SimCluster, cluster: Cluster, olga: User, bob: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("console.tasks.apply_addon.delay", lambda attempt_id: None)
+    Cluster.objects.filter(pk=cluster.pk).update(
+        access={"patch apps/deployments (namespace)": True}
+    )
+    member = Client()
+    member.force_login(bob)
+    assert member.get(f"/addons/{cluster.name}/new/").status_code == 403
+    client = Client()
+    client.force_login(olga)
+    form = {"name": "metrics", "namespace": "kube-system", "version": "1.0",
+            "manifest": VERSIONS["1.0"], "install": "on"}  # fmt: skip
+    answer = client.post(f"/addons/{cluster.name}/new/", form)
+    assert answer.status_code == 302 and answer["Location"] == f"/addons/{cluster.name}/metrics/"
+    run(Addon.objects.get(name="metrics"))
+    page = client.get(answer["Location"]).content.decode()
+    assert 'data-phase="Ready"' in page and 'id="desired-form"' in page
+    assert 'data-outcome="succeeded"' in page
+    assert member.get(answer["Location"]).status_code == 403
+    listing = client.get(f"/addons/?cluster={cluster.name}").content.decode()
+    assert f'href="/addons/{cluster.name}/metrics/"' in listing
+    Cluster.objects.filter(pk=cluster.pk).update(access={})
+    assert 'data-missing="addons"' in client.get(answer["Location"]).content.decode()

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from console.models import ApiToken, Cluster, DrainRun, Membership, Node, Project
+from console.models import Addon, ApiToken, Cluster, DrainRun, Membership, Node, Project
 from jobs.api import api
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.messages import Message, encode
@@ -88,6 +88,7 @@ ACT = "302 403 403 403 403 302 302"  # an operator's action from a page
 NODE = {"cluster": "=gpu-a", "node": "=node-a"}
 DRAIN = {"pk": "drain"}
 CLUSTER = {"name": "=gpu-a"}
+ADDON = {"cluster": "=gpu-a", "name": "=metrics"}
 
 # Web routes by URL name (the URLconf, outside the API and the admin).
 PAGES: dict[str, list[Call]] = {
@@ -169,6 +170,18 @@ PAGES: dict[str, list[Call]] = {
         Call("302 403 403 403 403 422 422", "post", data={"name": "gpu-z", "server": ""}),
     ],
     "cluster": [Call(OPERATORS, ids=CLUSTER)],
+    "addon_new": [
+        Call(OPERATORS, ids={"cluster": "=gpu-a"}),
+        Call(
+            "302 403 403 403 403 422 422",
+            "post",
+            ids={"cluster": "=gpu-a"},
+            data={"name": "BAD", "version": "1", "manifest": "x"},
+        ),
+    ],
+    "addon": [Call(OPERATORS, ids=ADDON), Call(OPERATORS, ids=ADDON, htmx=True)],
+    "addon_change": [Call(ACT, "post", ids=ADDON), Call(NOT_GET, ids=ADDON)],
+    "addon_rollback": [Call(ACT, "post", ids=ADDON), Call(NOT_GET, ids=ADDON)],
     "cluster_test": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
     "cluster_rotate": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
     "cluster_retire": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
@@ -338,6 +351,7 @@ def world(db: None) -> World:
     job, task, workflow = _crashing_job(vision, cluster, users["alice"])
     tokens = {name: ApiToken.issue(user, name="matrix")[1] for name, user in users.items()}
     Node.objects.create(cluster=cluster, name="node-a", phase="Online", observed_at=job.created_at)
+    Addon.objects.create(cluster=cluster, name="metrics", managed=True)
     drain = DrainRun.objects.create(cluster=cluster, node_name="node-b", requested_by_name="olga")
     objects = {
         "drain": drain.pk,
