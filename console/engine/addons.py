@@ -162,7 +162,17 @@ def _rollout(gateway: Gateway, namespace: str, obj: dict[str, Any]) -> dict[str,
         "updated": seen.updated, "available": seen.available,
         "deadline_exceeded": seen.progress_deadline_exceeded, "message": seen.message,
         "crash_looping": sum(1 for p in pods if p.waiting_reason == "CrashLoopBackOff"),
+        "total": _total(kind, found),
     }  # fmt: skip
+
+
+def _total(kind: str, found: dict[str, Any]) -> int | None:
+    """A Deployment's replicas, old ones included (`status.replicas`); a DaemonSet has one pod
+    per node and no such count."""
+    if kind != "Deployment":
+        return None
+    replicas = (found.get("status") or {}).get("replicas", 0)
+    return replicas if isinstance(replicas, int) else 0
 
 
 def _settle(attempt: AddonAttempt, addon: Addon, now: datetime) -> float | None:

@@ -36,6 +36,7 @@ class Rollout:
     deadline_exceeded: bool = False
     crash_looping: int = 0
     message: str = ""
+    total: int | None = None  # status.replicas, old pods included (None: as `updated`)
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,14 @@ class AttemptFacts:
 
 
 def rolled_out(rollout: Rollout) -> bool:
-    """kubectl rollout status: the controller saw the latest spec and every replica is
-    updated and available."""
+    """kubectl rollout status: the controller saw the latest spec, every replica is updated,
+    no old replica is left, and every updated one is available."""
+    total = rollout.updated if rollout.total is None else rollout.total
     return (
         rollout.found
         and rollout.observed_generation >= rollout.generation
         and rollout.updated == rollout.desired == rollout.available
+        and total == rollout.updated
     )
 
 

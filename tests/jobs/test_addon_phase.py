@@ -15,6 +15,8 @@ ROLLING = Rollout("Deployment", "agent", True, 2, 2, 3, 1, 2)
 STALE = Rollout("Deployment", "agent", True, 3, 2, 3, 3, 3)  # the controller has not seen v3
 STUCK = Rollout("Deployment", "agent", True, 2, 2, 3, 1, 2, deadline_exceeded=True)
 LOST = Rollout("DaemonSet", "plugin", True, 1, 1, 4, 4, 3)
+# The new pod exists (updated 1) but the old one still serves: not rolled out (kubectl).
+OLD_LEFT = Rollout("Deployment", "agent", True, 2, 2, 1, 1, 1, total=2)
 
 
 def attempt(**fields: Any) -> AttemptFacts:
@@ -42,6 +44,7 @@ def attempt(**fields: Any) -> AttemptFacts:
         ("1", "2", attempt(failed=True, applied=False, answer="HTTP 422"), [DONE],
          AddonPhase.FAILED),
         ("2", "2", attempt(), [LOST], AddonPhase.READY),
+        ("2", "2", attempt(running=True), [OLD_LEFT], AddonPhase.UPGRADING),
     ],
 )  # fmt: skip
 def test_it_derives_the_phase_from_what_was_applied_and_observed(
