@@ -167,7 +167,9 @@ def addon_json(addon: Addon) -> dict[str, Any]:
     attempts = [
         {"kind": a.kind, "from_version": a.from_version, "to_version": a.to_version,
          "requested_by": a.requested_by_name, "started_at": a.started_at,
-         "finished_at": a.finished_at, "outcome": a.outcome, "answer": a.answer}
+         "finished_at": a.finished_at, "outcome": a.outcome, "answer": a.answer,
+         # For the page, in the reader's language (the API's schema leaves them out).
+         "kind_label": a.get_kind_display(), "outcome_label": a.get_outcome_display()}
         for a in addon.attempts.all()[:SHOWN]
     ]  # fmt: skip
     transitions = [

@@ -191,6 +191,12 @@ def test_it_never_reports_drained_while_an_evicted_pod_is_still_terminating(
     assert row.status == DrainPodStatus.EVICTING
     assert DrainRun.objects.get(pk=run.pk).state == DrainState.RUNNING
     assert pods_left(sim, "slow")
+    DrainPod.objects.filter(pk=row.pk).update(updated_at=timezone.now() - timedelta(seconds=700))
+    advance_drain(run.pk)
+    late = DrainPod.objects.get(pk=row.pk)
+    assert (late.status, late.detail) == (
+        DrainPodStatus.EVICTING, "still terminating past its grace period (600 s)",
+    )  # fmt: skip
     ended = run_drain(run)
     assert ended.state == DrainState.DRAINED and pods_left(sim, "slow") == []
     assert DrainPod.objects.get(pk=row.pk).status == DrainPodStatus.EVICTED
