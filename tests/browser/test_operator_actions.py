@@ -123,30 +123,41 @@ def walk(page: Page, base: str, sim: SimCluster, folder: Path) -> None:
 
 
 @pytest.fixture
-def chinese_phone(browser: Browser, browser_context_args: dict[str, Any]) -> Iterator[Page]:
-    args = {**browser_context_args, "locale": "zh-CN", "viewport": {"width": 390, "height": 844}}
-    context = browser.new_context(**args)
-    yield context.new_page()
-    context.close()
+def other_views(browser: Browser, browser_context_args: dict[str, Any]) -> Iterator[list[Any]]:
+    """(suffix, page): 简体中文 at 390 and 1400 px, English at 390 px (the walk itself is
+    English at 1400 px)."""
+    views = []
+    for suffix, locale, width in (("zh-390", "zh-CN", 390), ("zh-1400", "zh-CN", 1400),
+                                  ("en-390", "en-US", 390)):  # fmt: skip
+        args = {**browser_context_args, "locale": locale, "viewport": {"width": width,
+                                                                       "height": 844}}  # fmt: skip
+        views.append((suffix, browser.new_context(**args)))
+    yield [(suffix, context.new_page()) for suffix, context in views]
+    for _suffix, context in views:
+        context.close()
 
 
 def test_an_operator_registers_cordons_drains_and_installs_in_the_browser(
-    page: Page, chinese_phone: Page, live_server: Any, olga: User, sim: SimCluster,
+    page: Page, other_views: list[Any], live_server: Any, olga: User, sim: SimCluster,
     screenshots: Path,
 ) -> None:  # fmt: skip
     base = str(live_server)
     page.set_viewport_size({"width": 1400, "height": 900})
     log_in(page, base, "olga")
     walk(page, base, sim, screenshots)
-    log_in(chinese_phone, base, "olga")
-    for path, name in [
-        ("/clusters/sim/", "cluster-checklist-zh-390.png"),
-        (f"/nodes/sim/{NODE}/", "node-drain-preview-zh-390.png"),
-        (f"/drains/{DrainRun.objects.get().pk}/", "drain-partly-drained-zh-390.png"),
-        ("/addons/sim/metrics/", "addon-upgrade-failed-zh-390.png"),
-    ]:
-        chinese_phone.goto(f"{base}{path}")
-        expect(chinese_phone.locator("html")).to_have_attribute("lang", "zh-hans")
-        shoot(chinese_phone, screenshots, name)
-    width = chinese_phone.evaluate("document.documentElement.scrollWidth")
-    assert width <= 390, f"the page scrolls sideways at 390 px ({width} px)"
+    pages = [
+        ("/clusters/sim/", "cluster-checklist"),
+        (f"/nodes/sim/{NODE}/", "node-drain-preview"),
+        (f"/drains/{DrainRun.objects.get().pk}/", "drain-partly-drained"),
+        ("/addons/sim/metrics/", "addon-upgrade-failed"),
+    ]
+    for suffix, view in other_views:
+        log_in(view, base, "olga")
+        for path, name in pages:
+            view.goto(f"{base}{path}")
+            language = "zh-hans" if suffix.startswith("zh") else "en"
+            expect(view.locator("html")).to_have_attribute("lang", language)
+            shoot(view, screenshots, f"{name}-{suffix}.png")
+            width = view.evaluate("document.documentElement.scrollWidth")
+            wanted = int(suffix.rsplit("-", 1)[1])
+            assert width <= wanted, f"{path} scrolls sideways at {wanted} px ({width} px)"
