@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.fields import KubeconfigField
-from jobs.choices import AddonPhase, NodePhase
+from jobs.choices import AddonPhase, DrainPodStatus, DrainReason, DrainState, NodePhase
 
 
 class Project(models.Model):
@@ -108,6 +108,16 @@ class Cluster(models.Model):
     watch_cursors = models.JSONField(default=dict, blank=True, editable=False)
     relisted_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    # The last connection test (issue 36): the server's version and, per permission the
+    # console needs (console.permissions, by key), whether its credentials hold it.
+    server_version = models.CharField(_("server version"), max_length=64, blank=True)
+    access = models.JSONField(_("permissions"), default=dict, blank=True, editable=False)
+    access_checked_at = models.DateTimeField(_("permissions checked at"), null=True, blank=True)
+    credentials_rotated_at = models.DateTimeField(
+        _("credentials rotated at"), null=True, blank=True
+    )
+    # Retired: credentials deleted, never synced again, its Jobs' history kept.
+    retired_at = models.DateTimeField(_("retired at"), null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -165,6 +175,12 @@ class Addon(models.Model):
     )
     message = models.TextField(_("message"), blank=True)
     observed_at = models.DateTimeField(_("observed at"), null=True, blank=True)
+    # A registry add-on (issue 36): the console applies its manifests (AddonVersion) by
+    # server-side apply; its phase is derived by jobs.status.addons from the attempts and the
+    # rollout observed (console.engine.addons), not by the sync's labelled-workload view.
+    managed = models.BooleanField(_("managed by the console"), default=False)
+    applied_version = models.CharField(_("applied version"), max_length=128, blank=True)
+    rollout = models.JSONField(_("rollout"), default=list, blank=True, editable=False)
 
     class Meta:
         ordering = ["cluster", "name"]
@@ -174,6 +190,159 @@ class Addon(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}/{self.name}"
+
+
+class NodeCordon(models.Model):
+    """Why an operator cordoned a node from the console, who and when: shown beside
+    "SchedulingDisabled" while the node is unschedulable. The flag itself is the cluster's
+    (`spec.unschedulable`, observed by the sync); this row is the console's word about it."""
+
+    cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="cordons")
+    node_name = models.CharField(_("node"), max_length=253)
+    reason = models.CharField(_("reason"), max_length=500)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    by_name = models.CharField(_("by"), max_length=150)
+    at = models.DateTimeField(_("at"), default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "node_name"], name="one_cordon_per_node")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.node_name}: {self.reason}"
+
+
+class DrainRun(models.Model):
+    """One drain of one node: cordon, then evictions through the Eviction API, followed pod by
+    pod (DrainPod) until the node holds no pod that must go, or the timeout (issue 36). Its
+    passes run in Celery tasks under a lease, so two workers never evict for the same drain."""
+
+    cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="drains")
+    node_name = models.CharField(_("node"), max_length=253)
+    state = models.CharField(
+        _("state"), max_length=16, choices=DrainState.choices, default=DrainState.RUNNING
+    )
+    message = models.CharField(_("message"), max_length=500, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    requested_by_name = models.CharField(_("requested by"), max_length=150)
+    timeout_seconds = models.PositiveIntegerField(_("timeout (seconds)"), default=900)
+    delete_emptydir_data = models.BooleanField(_("delete emptyDir data"), default=False)
+    skip_blocked = models.BooleanField(_("skip blocked pods"), default=False)
+    started_at = models.DateTimeField(_("started at"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    last_pass_at = models.DateTimeField(_("last pass at"), null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        indexes = [models.Index(fields=["cluster", "node_name", "-started_at"], name="drain_node")]
+
+    def __str__(self) -> str:
+        return f"drain {self.pk} of {self.cluster_id}/{self.node_name} ({self.state})"
+
+
+class DrainPod(models.Model):
+    """One pod of a drain, as the drain last left it: the row the page follows live."""
+
+    drain = models.ForeignKey(DrainRun, models.CASCADE, related_name="pods")
+    namespace = models.CharField(_("namespace"), max_length=63)
+    name = models.CharField(_("name"), max_length=253)
+    uid = models.CharField(max_length=64)
+    status = models.CharField(
+        _("status"), max_length=16, choices=DrainPodStatus.choices, default=DrainPodStatus.PENDING
+    )
+    reason = models.CharField(_("reason"), max_length=32, choices=DrainReason.choices, blank=True)
+    detail = models.CharField(_("detail"), max_length=500, blank=True)
+    job_id = models.BigIntegerField(null=True, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(_("eviction attempts"), default=0)
+    updated_at = models.DateTimeField(_("updated at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["drain", "uid"], name="one_drain_row_per_pod")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}: {self.status}"
+
+
+class AddonVersion(models.Model):
+    """One version of a registry add-on: its manifests (Deployments, DaemonSets), as given."""
+
+    addon = models.ForeignKey(Addon, models.CASCADE, related_name="versions")
+    version = models.CharField(_("version"), max_length=128)
+    manifest = models.TextField(_("manifest"))
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["addon", "created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["addon", "version"], name="one_addon_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.addon_id} {self.version}"
+
+
+class AddonAttempt(models.Model):
+    """One install, upgrade or rollback of a registry add-on: who, which versions, when, the
+    outcome and the apply's answer. Running under a lease its passes renew: an attempt whose
+    lease ran out (its worker died) reads Failed, never Installing for ever."""
+
+    class AttemptKind(models.TextChoices):
+        INSTALL = "install", _("Install")
+        UPGRADE = "upgrade", _("Upgrade")
+        ROLLBACK = "rollback", _("Roll back")
+
+    class AttemptOutcome(models.TextChoices):
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+
+    Kind: TypeAlias = AttemptKind  # noqa: UP040
+    Outcome: TypeAlias = AttemptOutcome  # noqa: UP040
+
+    addon = models.ForeignKey(Addon, models.CASCADE, related_name="attempts")
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
+    from_version = models.CharField(_("from version"), max_length=128, blank=True)
+    to_version = models.CharField(_("to version"), max_length=128)
+    requested_by_name = models.CharField(_("requested by"), max_length=150)
+    started_at = models.DateTimeField(_("started at"), default=timezone.now)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    outcome = models.CharField(
+        _("outcome"), max_length=16, choices=Outcome.choices, default=Outcome.RUNNING
+    )
+    applied = models.BooleanField(_("applied"), default=False)
+    answer = models.TextField(_("the apply's answer"), blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.addon_id} {self.kind} {self.to_version}: {self.outcome}"
+
+
+class AddonTransition(models.Model):
+    """A change of a registry add-on's derived phase, written only on a real change."""
+
+    addon = models.ForeignKey(Addon, models.CASCADE, related_name="transitions")
+    phase = models.CharField(_("phase"), max_length=16, choices=Addon.Phase.choices)
+    reason = models.CharField(_("reason"), max_length=500, blank=True)
+    at = models.DateTimeField(_("at"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.addon_id} {self.phase} at {self.at}"
 
 
 class ObservedObject(models.Model):
@@ -300,6 +469,16 @@ class AuditEvent(models.Model):
         CLUSTER_CREATE = "cluster.create", _("Cluster registered")
         CLUSTER_CHANGE = "cluster.change", _("Cluster changed")
         CLUSTER_DELETE = "cluster.delete", _("Cluster removed")
+        CLUSTER_TEST = "cluster.test", _("Cluster connection tested")
+        CLUSTER_ROTATE = "cluster.rotate", _("Cluster credentials rotated")
+        CLUSTER_RETIRE = "cluster.retire", _("Cluster retired")
+        NODE_CORDON = "node.cordon", _("Node cordoned")
+        NODE_UNCORDON = "node.uncordon", _("Node uncordoned")
+        NODE_DRAIN = "node.drain", _("Node drain started")
+        NODE_DRAIN_STOP = "node.drain_stop", _("Node drain stopped")
+        ADDON_CHANGE = "addon.change", _("Add-on changed")
+        ADDON_APPLY = "addon.apply", _("Add-on applied")
+        ADDON_ROLLBACK = "addon.rollback", _("Add-on rolled back")
         PROJECT_CREATE = "project.create", _("Project created")
         PROJECT_CHANGE = "project.change", _("Project changed")
         PROJECT_DELETE = "project.delete", _("Project deleted")

@@ -453,6 +453,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 5.0,
         "options": {"expires": 5.0},
     },
+    "resume-drains": {"task": "console.tasks.resume_drains", "schedule": 30.0},
+    "observe-addons": {"task": "console.tasks.observe_addons", "schedule": 30.0},
     "progress-from-logs": {
         "task": "console.tasks.read_progress_from_logs",
         "schedule": float(TRAINYARD_LOG_PROGRESS_SECONDS),

@@ -15,10 +15,24 @@ logger = logging.getLogger(__name__)
 @shared_task
 def sync_all_clusters() -> None:
     """The beat entry point: one sync task per cluster, so clusters spread over the workers."""
+    from django.utils import timezone
+
+    from console.engine.connection import access_due
     from console.models import Cluster
 
-    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+    live = Cluster.objects.filter(retired_at__isnull=True)  # a retired one has no credentials
+    for cluster_id in live.values_list("pk", flat=True):
         sync_cluster.delay(cluster_id)
+    for cluster_id in access_due(timezone.now()):
+        check_access.delay(cluster_id)
+
+
+@shared_task
+def check_access(cluster_id: int) -> None:
+    """The console's permissions on a cluster, one SelfSubjectAccessReview each (issue 36)."""
+    from console.engine.connection import refresh_access
+
+    refresh_access(cluster_id)
 
 
 @shared_task
@@ -56,5 +70,46 @@ def reconcile_job(job_id: int) -> None:
 def read_progress_from_logs() -> None:
     """The beat's entry for RLinf's log lines (docs/workload-signals.md, "Fallbacks")."""
     from console.engine.log_progress import read_progress_from_logs as run
+
+    run()
+
+
+@shared_task
+def drain_node(drain_id: int) -> None:
+    """One pass of a node drain; the next is queued while the drain runs (a 429 is retried
+    then). The beat's `resume_drains` restarts a chain a dead worker broke."""
+    from console.engine.nodes import advance_drain
+
+    with log_context(drain_id=drain_id):
+        delay = advance_drain(drain_id)
+    if delay is not None:
+        drain_node.apply_async((drain_id,), countdown=delay)
+
+
+@shared_task
+def resume_drains() -> None:
+    from django.utils import timezone
+
+    from console.engine.nodes import stalled_drains
+
+    for drain_id in stalled_drains(timezone.now()):
+        drain_node.delay(drain_id)
+
+
+@shared_task
+def apply_addon(attempt_id: int) -> None:
+    """One pass of an add-on's install, upgrade or rollback; the next is queued while it runs."""
+    from console.engine.addons import advance_attempt
+
+    with log_context(attempt_id=attempt_id):
+        delay = advance_attempt(attempt_id)
+    if delay is not None:
+        apply_addon.apply_async((attempt_id,), countdown=delay)
+
+
+@shared_task
+def observe_addons() -> None:
+    """The registry add-ons' rollouts read again (a Ready one that loses availability)."""
+    from console.engine.addons import observe_addons as run
 
     run()

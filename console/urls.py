@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from console import api_platform  # noqa: F401 (the operators' endpoints on `api`)
 from console.views.login import login
 from jobs.api import api
 from notify import api as notify_api  # noqa: F401 (/channels and /subscriptions on `api`)

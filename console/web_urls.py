@@ -2,7 +2,16 @@
 
 from django.urls import include, path
 
-from console.views import audit, clusters, dashboard, projects, tokens
+from console.views import (
+    addons,
+    audit,
+    cluster_admin,
+    clusters,
+    dashboard,
+    drains,
+    projects,
+    tokens,
+)
 from jobs.views import jobs, workflows
 
 urlpatterns = [
@@ -22,8 +31,25 @@ urlpatterns = [
     path("workflows/", workflows.workflow_list, name="workflows"),
     path("workflows/<int:pk>/", workflows.workflow_detail, name="workflow"),
     path("clusters/", clusters.cluster_list, name="clusters"),
+    path("clusters/new/", cluster_admin.cluster_new, name="cluster_new"),
+    path("clusters/<slug:name>/", cluster_admin.cluster_page, name="cluster"),
+    path("clusters/<slug:name>/test/", cluster_admin.cluster_test, name="cluster_test"),
+    path("clusters/<slug:name>/rotate/", cluster_admin.cluster_rotate, name="cluster_rotate"),
+    path("clusters/<slug:name>/retire/", cluster_admin.cluster_retire, name="cluster_retire"),
     path("nodes/", clusters.node_list, name="nodes"),
     path("addons/", clusters.addon_list, name="addons"),
+    path("addons/<slug:cluster>/new/", addons.addon_new, name="addon_new"),
+    path("addons/<slug:cluster>/<str:name>/", addons.addon_page, name="addon"),
+    path("addons/<slug:cluster>/<str:name>/change/", addons.addon_change, name="addon_change"),
+    path(
+        "addons/<slug:cluster>/<str:name>/rollback/", addons.addon_rollback, name="addon_rollback"
+    ),
+    path("nodes/<slug:cluster>/<str:node>/", drains.node_page, name="node"),
+    path("nodes/<slug:cluster>/<str:node>/cordon/", drains.node_cordon, name="node_cordon"),
+    path("nodes/<slug:cluster>/<str:node>/uncordon/", drains.node_uncordon, name="node_uncordon"),
+    path("nodes/<slug:cluster>/<str:node>/drain/", drains.node_drain, name="node_drain"),
+    path("drains/<int:pk>/", drains.drain_page, name="drain"),
+    path("drains/<int:pk>/stop/", drains.drain_stop, name="drain_stop"),
     path("projects/", projects.project_list, name="projects"),
     path("projects/<int:pk>/", projects.project_detail, name="project"),
     path("projects/<int:pk>/members/", projects.project_member_add, name="project_member_add"),

@@ -155,8 +155,10 @@ def clusters_for(user: User) -> QuerySet[Cluster]:
 
 
 def usable_clusters(user: User) -> QuerySet[Cluster]:
-    """The clusters `user` may create jobs on: those of the projects they operate in."""
-    return Cluster.objects.filter(pk__in=projects_for(user, write=True).values("clusters"))
+    """The clusters `user` may create jobs on: those of the projects they operate in, while
+    not retired (console.cluster_actions.retire)."""
+    projects = projects_for(user, write=True).values("clusters")
+    return Cluster.objects.filter(pk__in=projects, retired_at__isnull=True)
 
 
 def cannot_operate(user: User, project: Project) -> str:

@@ -161,3 +161,51 @@ POD_PROBLEMS = frozenset(
         Problem.NOT_READY,
     }
 )
+
+
+class DrainState(models.TextChoices):
+    """A node drain (issue 36): it never says drained while a pod that must go remains."""
+
+    RUNNING = "running", _("Running")
+    DRAINED = "drained", _("Drained")
+    PARTLY_DRAINED = "partly_drained", _("Partly drained")
+    FAILED = "failed", _("Failed")
+    STOPPED = "stopped", _("Stopped")
+
+
+DRAIN_TERMINAL = frozenset(
+    {DrainState.DRAINED, DrainState.PARTLY_DRAINED, DrainState.FAILED, DrainState.STOPPED}
+)
+
+
+class DrainPodStatus(models.TextChoices):
+    """One pod of a drain: what the drain did with it, and what became of it."""
+
+    PENDING = "pending", _("Pending")
+    EVICTING = "evicting", _("Evicting")
+    BLOCKED = "blocked", _("Blocked")
+    EVICTED = "evicted", _("Evicted")
+    SKIPPED = "skipped", _("Skipped")
+    FAILED = "failed", _("Failed")
+
+
+class DrainAction(models.TextChoices):
+    """What a drain's preview says it will do with a pod."""
+
+    EVICT = "evict", _("Will be evicted")
+    SKIP = "skip", _("Skipped")
+    BLOCKED = "blocked", _("Blocked")
+
+
+class DrainReason(models.TextChoices):
+    """Why a pod is skipped, blocked or failed (kubectl drain's filters, the Eviction API's
+    answers)."""
+
+    DAEMONSET = "daemonset", _("Managed by a DaemonSet: its controller would put it back")
+    MIRROR = "mirror", _("A mirror pod of a static pod: its kubelet would post it again")
+    EMPTY_DIR = "emptydir", _("Uses emptyDir data that eviction deletes (not consented)")
+    NO_CONTROLLER = "no_controller", _("Declares no controller: nothing would re-create it")
+    BUDGET = "budget", _("A PodDisruptionBudget allows no disruption now")
+    SEVERAL_BUDGETS = "several_budgets", _("Several PodDisruptionBudgets select it")
+    EVICTION_ERROR = "eviction_error", _("The Eviction API refused it")
+    TIMEOUT = "timeout", _("Still present when the drain's time ran out")

@@ -9,9 +9,10 @@ from typing import Any
 
 import orjson
 
-from simcluster import errors, resources
+from simcluster import access, disruption, errors, resources
 from simcluster.context import Context
 from simcluster.deletion import DeleteOptions, delete_object
+from simcluster.patch import merge_patch
 from simcluster.resources import ResourceType
 from simcluster.selectors import (
     Selector,
@@ -24,6 +25,8 @@ from simcluster.watch import Watch, WatchRequest, parse_since
 from simcluster.writes import Writer
 
 Obj = dict[str, Any]
+APPLY_PATCH = "application/apply-patch+yaml"
+APPLIABLE = frozenset({"deployments", "daemonsets"})
 LogReader = Callable[[Obj, Mapping[str, str]], str]
 
 
@@ -87,6 +90,8 @@ class Api:
         self.server_address = server_address
         self.stopping = stopping or threading.Event()
         self.bookmark_seconds = bookmark_seconds
+        # What SelfSubjectAccessReviews answer (simcluster.access); None allows everything.
+        self.access_rules: list[Obj] | None = None
 
     def handle(self, request: Request) -> Response:
         try:
@@ -112,6 +117,11 @@ class Api:
         return json_response(200, document)
 
     def _dispatch(self, target: Target, request: Request) -> Response:
+        if target.resource.plural in resources.CREATE_ONLY:
+            if (request.method, target.name) != ("POST", None):
+                raise errors.method_not_allowed()
+            body = access.review(self.access_rules, _body_object(request.body))
+            return json_response(201, body)
         verb = (request.method, target.name is not None, target.subresource)
         handlers: dict[tuple[str, bool, str | None], Callable[[Target, Request], Response]] = {
             ("GET", False, None): self.list,
@@ -128,6 +138,7 @@ class Api:
             ("PUT", True, "scale"): self.update_scale,
             ("PATCH", True, "scale"): self.patch_scale,
             ("GET", True, "log"): self.log,
+            ("POST", True, "eviction"): self.evict,
         }
         handler = handlers.get(verb)
         if handler is None:
@@ -215,11 +226,43 @@ class Api:
 
     def patch(self, target: Target, request: Request) -> Response:
         content_type = request.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() == APPLY_PATCH:
+            return self.apply(target, request)
         status_only = target.subresource == "status"
         patched = self.writer.patch(
             target.resource, target.key, content_type, request.body, status_only, _dry_run(request)
         )
         return self._object(target.resource, patched, 200)
+
+    def apply(self, target: Target, request: Request) -> Response:
+        """Server-side apply (`application/apply-patch+yaml`, JSON being YAML): creates the
+        object when it is missing (201), else sets the fields the body names (200). One field
+        manager at a time is what simcluster follows: the applied fields win (`force`), lists
+        are replaced whole, and the manager is recorded in `managedFields`."""
+        if target.resource.plural not in APPLIABLE or target.subresource:
+            raise errors.unsupported_media_type(APPLY_PATCH)  # simcluster applies only these
+        manager = request.query.get("fieldManager", "")
+        if not manager:
+            raise errors.bad_request("PATCH /apply requests require fieldManager to be set")
+        body = _body_object(request.body)
+        if (body.get("metadata") or {}).get("name") != target.key[1]:
+            raise errors.bad_request("the name of the object does not match the name on the URL")
+        entry = {"manager": manager, "operation": "Apply",
+                 "apiVersion": target.resource.api_version, "time": self.ctx.stamp(),
+                 "fieldsType": "FieldsV1", "fieldsV1": {}}  # fmt: skip
+        if self.ctx.store.get(target.resource.plural, target.key) is None:
+            body.setdefault("metadata", {})["managedFields"] = [entry]
+            created = self.writer.create(target.resource, target.namespace, body, _dry_run(request))
+            return self._object(target.resource, created, 201)
+        old = self.writer.existing(target.resource, target.key)
+        merged = merge_patch({"kind": target.resource.kind,
+                              "apiVersion": target.resource.api_version, **old}, body)  # fmt: skip
+        meta = merged["metadata"]
+        others = [f for f in meta.get("managedFields") or [] if f.get("manager") != manager]
+        meta["managedFields"] = [*others, entry]
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        updated = self.writer.replace(target.resource, target.key, merged, False, _dry_run(request))
+        return self._object(target.resource, updated, 200)
 
     def delete(self, target: Target, request: Request) -> Response:
         rt = target.resource
@@ -286,6 +329,12 @@ class Api:
         pod = self.writer.existing(target.resource, target.key)
         text = self.read_log(pod, request.query)
         return Response(200, text.encode(), "text/plain")
+
+    def evict(self, target: Target, request: Request) -> Response:
+        status, body = disruption.evict(
+            self.ctx, target.key, _body_object(request.body), _dry_run(request)
+        )
+        return json_response(status, body)
 
     def _object(self, resource: ResourceType, obj: Obj, status: int) -> Response:
         body = {"kind": resource.kind, "apiVersion": resource.api_version, **obj}

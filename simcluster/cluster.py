@@ -11,6 +11,7 @@ from simcluster.clock import Budget, SimClock
 from simcluster.context import Context
 from simcluster.controllers.daemonset import DaemonSetController
 from simcluster.controllers.deployment import DeploymentController
+from simcluster.controllers.disruption import DisruptionController
 from simcluster.controllers.gc import GarbageCollector, NamespaceController
 from simcluster.controllers.job import JobController
 from simcluster.controllers.replicaset import ReplicaSetController
@@ -64,6 +65,7 @@ class Cluster:
                 StatefulSetController,
                 DaemonSetController,
                 JobController,
+                DisruptionController,
             )
         ]
         self.loops: list[Loop] = [

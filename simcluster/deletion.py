@@ -34,7 +34,7 @@ def delete_object(
     obj = ctx.store.get(resource, key)
     if obj is None:
         raise errors.not_found(resource, rt.group, key[1])
-    _check_preconditions(resource, obj, options)
+    check_preconditions(resource, obj, options)
     if resource == "pods":
         return _delete_pod(ctx, obj, options.grace_seconds)
     if resource == "namespaces":
@@ -45,7 +45,7 @@ def delete_object(
     return _delete_with_policy(ctx, resource, obj, policy)
 
 
-def _check_preconditions(resource: str, obj: Obj, options: DeleteOptions) -> None:
+def check_preconditions(resource: str, obj: Obj, options: DeleteOptions) -> None:
     rt, meta = RESOURCES[resource], obj["metadata"]
     if options.uid and options.uid != meta["uid"]:
         why = (

@@ -104,7 +104,7 @@ RESOURCES: dict[str, ResourceType] = {
             "v1",
             True,
             ("po",),
-            ("status", "log"),
+            ("status", "log", "eviction"),
             _POD_FIELDS,
             has_generation=True,
             returns_deleted_object=True,
@@ -165,6 +165,23 @@ RESOURCES: dict[str, ResourceType] = {
             "daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), ("status",), has_generation=True
         ),
         ResourceType(
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            "policy",
+            "v1",
+            True,
+            ("pdb",),
+            ("status",),
+            has_generation=True,
+        ),
+        ResourceType(
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            "authorization.k8s.io",
+            "v1",
+            False,
+        ),
+        ResourceType(
             "jobs",
             "Job",
             "batch",
@@ -179,7 +196,14 @@ RESOURCES: dict[str, ResourceType] = {
     )
 }
 
-GROUPS: dict[str, str] = {"apps": "v1", "batch": "v1"}
+GROUPS: dict[str, str] = {
+    "apps": "v1",
+    "batch": "v1",
+    "policy": "v1",
+    "authorization.k8s.io": "v1",
+}
+# Resources that are only ever created, answered and not stored (a review).
+CREATE_ONLY = frozenset({"selfsubjectaccessreviews"})
 
 
 def resource_for(group: str, version: str, plural: str) -> ResourceType | None:
@@ -202,7 +226,8 @@ def api_resource_list(group: str, version: str) -> Obj:
     for resource in RESOURCES.values():
         if resource.group != group or resource.version != version:
             continue
-        entries.append(_api_resource(resource, resource.plural, resource.kind, _CRUD))
+        verbs = ("create",) if resource.plural in CREATE_ONLY else _CRUD
+        entries.append(_api_resource(resource, resource.plural, resource.kind, verbs))
         for sub in resource.subresources:
             entries.append(_subresource(resource, sub))
     group_version = f"{group}/{version}" if group else version
@@ -239,6 +264,10 @@ def _subresource(resource: ResourceType, sub: str) -> Obj:
     name = f"{resource.plural}/{sub}"
     if sub == "log":
         return _api_resource(resource, name, "Pod", ("get",))
+    if sub == "eviction":
+        entry = _api_resource(resource, name, "Eviction", ("create",))
+        entry.update({"group": "policy", "version": "v1"})
+        return entry
     if sub == "scale":
         entry = _api_resource(resource, name, "Scale", ("get", "patch", "update"))
         entry.update({"group": "autoscaling", "version": "v1"})

@@ -77,6 +77,7 @@ class SimCluster:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self.api: Api | None = None
+        self.access_rules: list[Obj] | None = None
         if addons:
             self.seed_addons()
 
@@ -99,6 +100,7 @@ class SimCluster:
             self.cluster.ctx, self.cluster.kubelet.read_log, f"{self.host}:{self.port}",
             stopping=self.faults.stopping, bookmark_seconds=self.bookmark_seconds,
         )  # fmt: skip
+        self.api.access_rules = self.access_rules
         self.cluster.tick()
         serve = threading.Thread(
             target=httpd.serve_forever,
@@ -204,6 +206,13 @@ class SimCluster:
             self.cluster.nodes.set_online(name, True)
         self.cluster.tick()
 
+    def set_access_rules(self, rules: list[Obj] | None) -> None:
+        """What SelfSubjectAccessReviews answer from now on (simcluster.access): RBAC-style
+        rules, or None to allow everything (the default)."""
+        self.access_rules = rules
+        if self.api is not None:
+            self.api.access_rules = rules
+
     def cordon(self, name: str) -> None:
         self._set_unschedulable(name, True)
 
@@ -221,6 +230,37 @@ class SimCluster:
                 node["spec"].pop("unschedulable", None)
             self.cluster.store.update("nodes", node)
         self.cluster.tick()
+
+    def mirror_pod(self, node: str, name: str, namespace: str = "kube-system") -> str:
+        """A static pod of `node`'s kubelet as the API shows it: a mirror pod named
+        `<name>-<node>`, annotated `kubernetes.io/config.mirror`, owned by its Node. Drains
+        skip it (deleting it would only make the kubelet post it again). Returns its name."""
+        with self.cluster.store.lock:
+            owner = self.cluster.store.get("nodes", ("", node))
+            if owner is None:
+                raise errors.not_found("nodes", "", node)
+            pod = {
+                "metadata": {
+                    "name": f"{name}-{node}",
+                    "labels": {"component": name, "tier": "control-plane"},
+                    "annotations": {
+                        "kubernetes.io/config.hash": owner["metadata"]["uid"][:32],
+                        "kubernetes.io/config.mirror": owner["metadata"]["uid"][:32],
+                        "kubernetes.io/config.source": "file",
+                    },
+                    "ownerReferences": [
+                        {"apiVersion": "v1", "kind": "Node", "name": node,
+                         "uid": owner["metadata"]["uid"], "controller": True},
+                    ],
+                },
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": name, "image": f"registry.k8s.io/{name}:v1.33.0"}],
+                },
+            }  # fmt: skip
+            created = self.cluster.writer.create(RESOURCES["pods"], namespace, pod)
+        self.cluster.tick()
+        return str(created["metadata"]["name"])
 
     def kill_pod(self, namespace: str, name: str, container: str | None = None) -> list[str]:
         """Kills the pod's running containers (exit 137, reason Error); returns their names."""

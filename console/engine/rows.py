@@ -426,7 +426,9 @@ def _nodes(cluster_id: int, touched: Touched) -> dict[str, NodeRow]:
 def _addons(cluster_id: int, touched: Touched) -> dict[str, AddonRow]:
     if not (touched.addons or touched.everything):
         return {}
-    rows = Addon.objects.filter(cluster_id=cluster_id).values_list(*AddonRow._fields)
+    # Registry add-ons are the console's own (console.engine.addons), not the sync's to derive.
+    unmanaged = Addon.objects.filter(cluster_id=cluster_id, managed=False)
+    rows = unmanaged.values_list(*AddonRow._fields)
     return {addon.name: addon for addon in map(AddonRow._make, rows)}
 
 
@@ -468,7 +470,9 @@ _VERSION_CHANGED = (
 )
 _ADDON_ATTENTION = Statement(
     lambda cluster_id: (
-        Addon.objects.filter(~Q(phase=Addon.Phase.READY) | _VERSION_CHANGED, cluster_id=cluster_id)
+        Addon.objects.filter(
+            ~Q(phase=Addon.Phase.READY) | _VERSION_CHANGED, cluster_id=cluster_id, managed=False
+        )
         .order_by()
         .values_list("pk")[:1]
     ),

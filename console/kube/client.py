@@ -74,6 +74,12 @@ def api_client(
         return client
 
 
+def one_off_client(config: dict[str, Any], context: str) -> ApiClient:
+    """A client for credentials not stored yet (a registration's or a rotation's connection
+    test): never cached; the caller closes it."""
+    return _new_client(config, context)
+
+
 def timeouts() -> tuple[int, int]:
     """(connect, read) seconds for every call to a cluster."""
     return settings.TRAINYARD_KUBE_CONNECT_TIMEOUT, settings.TRAINYARD_KUBE_READ_TIMEOUT

@@ -122,6 +122,33 @@ PODS = Resource("Pod", "v1", "pods")
 NODES = Resource("Node", "v1", "nodes", namespaced=False)
 DAEMONSETS = Resource("DaemonSet", "apps/v1", "daemonsets")
 DEPLOYMENTS = Resource("Deployment", "apps/v1", "deployments")
+BUDGETS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
+# Read only for operators' actions (a drain), under the opt-in deploy/rbac-operator-actions.yaml,
+# never by the sync.
+OPERATOR_ONLY = (BUDGETS,)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """The answer to an eviction: its HTTP status, the Status message and causes' messages."""
+
+    status: int
+    message: str
+    causes: tuple[str, ...]
+
+
+def _causes(body: bytes) -> tuple[str, ...]:
+    try:
+        document = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return ()
+    details = document.get("details") if isinstance(document, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return tuple(
+        safe_text(str(cause.get("message", "")))
+        for cause in causes or ()
+        if isinstance(cause, dict)
+    )
 
 
 def safe_text(text: str, limit: int = 300) -> str:
@@ -264,11 +291,15 @@ class Gateway:
             )
         return page
 
-    def list(self, resource: Resource, selector: str = "", namespace: str = "") -> list[Any]:
+    def list(
+        self, resource: Resource, selector: str = "", namespace: str = "", fields: str = ""
+    ) -> list[Any]:
         """Every item of a LIST, all pages; a full relist when a continue token expired."""
-        return self.listing(resource, selector, namespace).items
+        return self.listing(resource, selector, namespace, fields).items
 
-    def listing(self, resource: Resource, selector: str = "", namespace: str = "") -> Listing:
+    def listing(
+        self, resource: Resource, selector: str = "", namespace: str = "", fields: str = ""
+    ) -> Listing:
         """A LIST with the resourceVersion a watch continues from (every page of one LIST is
         read at the revision of its first page)."""
         path = resource.path(namespace or None)
@@ -279,6 +310,7 @@ class Gateway:
                 while True:
                     query = [("limit", str(PAGE_SIZE))]
                     query += [("labelSelector", selector)] if selector else []
+                    query += [("fieldSelector", fields)] if fields else []
                     query += [("continue", token)] if token else []
                     page = self._page(path, query)
                     items.extend(page["items"])
@@ -408,6 +440,57 @@ class Gateway:
         """A JSON merge patch (RFC 7386): only the fields named change."""
         path = resource.path(namespace, name)
         return self._write("PATCH", path, patch, "application/merge-patch+json")[1]
+
+    def apply(
+        self, resource: Resource, namespace: str, name: str, body: dict[str, Any], manager: str
+    ) -> tuple[int, dict[str, Any]]:
+        """Server-side apply (`application/apply-patch+yaml`; JSON is YAML) as `manager`,
+        forcing its ownership of the fields it sets: 201 created, 200 updated."""
+        path = resource.path(namespace, name)
+        query = [("fieldManager", manager), ("force", "true")]
+        status, reason, data = self._send(
+            "PATCH", path, query, body, "application/apply-patch+yaml"
+        )
+        if not 200 <= status < 300:
+            raise ApplyError(status, _status_message(status, reason, data))
+        return status, self._json(status, data)
+
+    def version(self) -> dict[str, Any]:
+        """`GET /version`: the API server's build (`gitVersion`, ...)."""
+        status, reason, data = self._send("GET", "/version", [], None, "")
+        if not 200 <= status < 300:
+            raise _status_failure(status, reason, data)
+        return self._json(status, data)
+
+    def access_review(self, attributes: dict[str, str]) -> tuple[bool, str]:
+        """One SelfSubjectAccessReview (authorization.k8s.io/v1) of the credentials in use:
+        whether they may do `attributes` (verb, group, resource, subresource, namespace), and
+        the authorizer's reason."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        status, reason, data = self._send("POST", path, [], body, "application/json")
+        if not 200 <= status < 300:
+            raise _status_failure(status, reason, data)
+        answer = self._json(status, data).get("status") or {}
+        return answer.get("allowed") is True, safe_text(str(answer.get("reason", "")))
+
+    def evict(self, namespace: str, name: str, uid: str) -> Eviction:
+        """`POST pods/NAME/eviction` (policy/v1), only that very pod (a UID precondition): the
+        API server's answer as it came, for the caller to judge — 201 evicted, 429 a budget
+        forbids it for now, 500 several budgets, 404/409 the pod is gone."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }
+        path = PODS.path(namespace, name) + "/eviction"
+        status, _reason, data = self._send("POST", path, [], body, "application/json")
+        return Eviction(status, safe_text(_api_message(data)), _causes(data))
 
     def delete(self, resource: Resource, namespace: str, name: str, uid: str = "") -> None:
         """Background propagation: the object goes now, its pods are collected after. With `uid`

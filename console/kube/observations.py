@@ -469,3 +469,105 @@ def parse_addon(item: Item, kind: str) -> AddonObs:
         progress_deadline_exceeded=stuck,
         message=str(progressing.get("message", "")) if stuck and progressing else "",
     )
+
+
+# --- drains --------------------------------------------------------------------------------
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+@dataclass(frozen=True, slots=True)
+class PodOnNode:
+    """A pod on a node being drained, any namespace: what kubectl's drain filters read."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    controller_kind: str  # the controlling ownerReference's kind, "" without one
+    controller_name: str
+    mirror: bool
+    phase: str | None
+    ready: bool
+    deleting: bool
+    empty_dirs: tuple[str, ...]  # the names of its emptyDir volumes
+    grace_seconds: int
+    gpus: int
+    job_id: int | None  # the console's Job label
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist (matchLabels read as In)
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetObs:
+    """A PodDisruptionBudget. `selector` None selects nothing (policy/v1); () selects all."""
+
+    namespace: str
+    name: str
+    selector: tuple[LabelRequirement, ...] | None
+    disruptions_allowed: int
+    current_healthy: int
+    desired_healthy: int
+    expected_pods: int
+
+
+def parse_pod_on_node(item: Item) -> PodOnNode:
+    namespace, name, uid, labels = _meta(item)
+    meta = item.get("metadata") or _EMPTY
+    spec, status = item.get("spec") or _EMPTY, item.get("status") or _EMPTY
+    controller = next(
+        (ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), _EMPTY
+    )
+    volumes = spec.get("volumes") or ()
+    return PodOnNode(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        labels={str(k): str(v) for k, v in labels.items()},
+        controller_kind=str(controller.get("kind", "")),
+        controller_name=str(controller.get("name", "")),
+        mirror=MIRROR_ANNOTATION in (meta.get("annotations") or _EMPTY),
+        phase=_pod_phase(status.get("phase")),
+        ready=_is_true(status.get("conditions"), "Ready"),
+        deleting="deletionTimestamp" in meta,
+        empty_dirs=tuple(str(v.get("name", "")) for v in volumes if "emptyDir" in v),
+        grace_seconds=_int(spec.get("terminationGracePeriodSeconds"), 30),
+        gpus=_gpus(spec),
+        job_id=_label_int(labels, JOB_LABEL),
+    )
+
+
+def _requirements(selector: object) -> tuple[LabelRequirement, ...] | None:
+    if not isinstance(selector, dict):
+        return None
+    found = [
+        LabelRequirement(str(key), "In", (str(value),))
+        for key, value in (selector.get("matchLabels") or _EMPTY).items()
+    ]
+    for expression in selector.get("matchExpressions") or ():
+        values = tuple(str(v) for v in expression.get("values") or ())
+        found.append(
+            LabelRequirement(
+                str(expression.get("key", "")), str(expression.get("operator", "")), values
+            )
+        )
+    return tuple(found)
+
+
+def parse_budget(item: Item) -> BudgetObs:
+    namespace, name, _, _ = _meta(item)
+    spec, status = item.get("spec") or _EMPTY, item.get("status") or _EMPTY
+    return BudgetObs(
+        namespace=namespace,
+        name=name,
+        selector=_requirements(spec.get("selector")),
+        disruptions_allowed=_int(status.get("disruptionsAllowed")),
+        current_healthy=_int(status.get("currentHealthy")),
+        desired_healthy=_int(status.get("desiredHealthy")),
+        expected_pods=_int(status.get("expectedPods")),
+    )

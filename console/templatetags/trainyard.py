@@ -43,6 +43,17 @@ BADGES: dict[str, tuple[str, str]] = {
     "Unresponsive": ("⚠", "bad"),
     "Degraded": ("◑", "warn"),
     "Lost": ("?", "bad"),
+    # Drains and their pods (jobs.choices.DrainState, DrainPodStatus): API values, lower case.
+    "running": ("▶", "run"),
+    "drained": ("✔", "ok"),
+    "partly_drained": ("◑", "warn"),
+    "failed": ("✖", "bad"),
+    "stopped": ("■", "off"),
+    "pending": ("◷", "wait"),
+    "evicting": ("↻", "wait"),
+    "blocked": ("⊘", "warn"),
+    "evicted": ("✔", "ok"),
+    "skipped": ("–", "off"),
 }
 
 

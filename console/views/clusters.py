@@ -20,9 +20,9 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from console.models import Addon, Cluster, Node
+from console.models import Addon, Cluster, Node, NodeCordon
 from console.web import HtmxHttpRequest, not_modified, poll_version
-from jobs.access import User, clusters_for, jobs_for
+from jobs.access import User, clusters_for, is_operator, jobs_for
 from jobs.choices import JobPhase
 from jobs.spec import quantity_value
 from jobs.status.freshness import is_stale, observed_at
@@ -30,6 +30,7 @@ from jobs.status.freshness import is_stale, observed_at
 PAGE_SIZE = 100
 CLUSTER_FIELDS = (
     "pk", "name", "reachable", "insecure", "message", "last_synced_at", "last_attempt_at",
+    "retired_at",
 )  # fmt: skip
 
 
@@ -107,6 +108,8 @@ def _with_versions(row: dict[str, Any]) -> dict[str, Any]:
     only a desired version that is set can differ from the current one, and Ready without one
     claims less than spec §Node and Addon status says Ready means (the page says so)."""
     desired, current = row["desired_version"], row["current_version"]
+    if row["managed"]:  # a registry add-on: the version the console applied
+        current = row["current_version"] = row["applied_version"]
     return {
         **row,
         "off_version": bool(desired) and desired != current,
@@ -164,6 +167,8 @@ ADDON_FIELDS = (
     "pk",
     "cluster_id",
     "cluster__name",
+    "managed",
+    "applied_version",
     "name",
     "namespace",
     "phase",
@@ -174,10 +179,29 @@ ADDON_FIELDS = (
 )
 
 
+def _node_describer(user: User) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Rows with their memory in words and, while cordoned, the console's word on why, who
+    and when (NodeCordon); operators get the link to the node's actions."""
+    cordons = {
+        (cordon["cluster_id"], cordon["node_name"]): cordon
+        for cordon in NodeCordon.objects.filter(cluster__in=clusters_for(user)).values(
+            "cluster_id", "node_name", "reason", "by_name", "at"
+        )
+    }
+    operator = is_operator(user)
+
+    def describe(row: dict[str, Any]) -> dict[str, Any]:
+        cordon = cordons.get((row["cluster_id"], row["name"])) if row["unschedulable"] else None
+        return {**_with_memory(row), "cordon": cordon, "operator": operator}
+
+    return describe
+
+
 @login_required
 def node_list(request: HtmxHttpRequest) -> HttpResponse:
     nodes = Node.objects.values(*NODE_FIELDS).order_by("cluster__name", "name")
-    return _cluster_objects(request, nodes, "console/nodes.html", "nodes", _with_memory)
+    describe = _node_describer(request.user)
+    return _cluster_objects(request, nodes, "console/nodes.html", "nodes", describe)
 
 
 @login_required

@@ -543,7 +543,13 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
     assert response.status_code == 200
     document = response.json()
     assert {
-        "/api/v1/clusters": {"get"},
+        "/api/v1/clusters": {"get", "post"},
+        "/api/v1/clusters/{name}": {"delete"},
+        "/api/v1/clusters/{name}/test": {"post"},
+        "/api/v1/clusters/{name}/credentials": {"post"},
+        "/api/v1/clusters/{name}/addons": {"get", "post"},
+        "/api/v1/clusters/{name}/addons/{addon}": {"get", "patch"},
+        "/api/v1/clusters/{name}/addons/{addon}/rollback": {"post"},
         "/api/v1/nodes": {"get"},
         "/api/v1/addons": {"get"},
         "/api/v1/jobs": {"get", "post"},
@@ -563,6 +569,12 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/channels/{channel_id}/deliveries": {"get"},
         "/api/v1/subscriptions": {"get", "post"},
         "/api/v1/subscriptions/{subscription_id}": {"delete"},
+        "/api/v1/clusters/{name}/nodes/{node}/cordon": {"post"},
+        "/api/v1/clusters/{name}/nodes/{node}/uncordon": {"post"},
+        "/api/v1/clusters/{name}/nodes/{node}/drain-preview": {"get"},
+        "/api/v1/clusters/{name}/nodes/{node}/drain": {"post"},
+        "/api/v1/drains/{drain_id}": {"get"},
+        "/api/v1/drains/{drain_id}/stop": {"post"},
     } == {path: set(methods) for path, methods in document["paths"].items()}
     assert document["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from console.models import ApiToken, Cluster, Membership, Project
+from console.models import Addon, ApiToken, Cluster, DrainRun, Membership, Node, Project
 from jobs.api import api
 from jobs.choices import JobPhase, PodPhase, TaskPhase
 from jobs.messages import Message, encode
@@ -85,6 +85,11 @@ NOT_GET = "302 405 405 405 405 405 405"  # a POST-only view asked with GET
 OPERATORS = "302 403 403 403 403 200 200"  # the audit trail
 READ_LOGS = "302 404 403 200 404 200 200"  # vision's members and operators, not its viewers
 POD = "ppo-secret-actor-0"
+ACT = "302 403 403 403 403 302 302"  # an operator's action from a page
+NODE = {"cluster": "=gpu-a", "node": "=node-a"}
+DRAIN = {"pk": "drain"}
+CLUSTER = {"name": "=gpu-a"}
+ADDON = {"cluster": "=gpu-a", "name": "=metrics"}
 
 ALICES = "302 404 404 302 404 404 404"  # alice's own object: 404 for everyone else
 ALICE_CHANNEL = {"pk": "alice_channel"}
@@ -164,6 +169,34 @@ PAGES: dict[str, list[Call]] = {
         Call(CHANGE_VISION, "post", ids=PROJECT, data={"clusters": []}),
         Call(NOT_GET, ids=PROJECT),
     ],
+    # Node actions (issue 36): operators only, before any lookup. The matrix's cluster cannot
+    # be read: the node page says so (200), a form's refusal comes back as a message (302).
+    "node": [Call(OPERATORS, ids=NODE)],
+    "cluster_new": [
+        Call(OPERATORS),
+        Call("302 403 403 403 403 422 422", "post", data={"name": "gpu-z", "server": ""}),
+    ],
+    "cluster": [Call(OPERATORS, ids=CLUSTER)],
+    "addon_new": [
+        Call(OPERATORS, ids={"cluster": "=gpu-a"}),
+        Call(
+            "302 403 403 403 403 422 422",
+            "post",
+            ids={"cluster": "=gpu-a"},
+            data={"name": "BAD", "version": "1", "manifest": "x"},
+        ),
+    ],
+    "addon": [Call(OPERATORS, ids=ADDON), Call(OPERATORS, ids=ADDON, htmx=True)],
+    "addon_change": [Call(ACT, "post", ids=ADDON), Call(NOT_GET, ids=ADDON)],
+    "addon_rollback": [Call(ACT, "post", ids=ADDON), Call(NOT_GET, ids=ADDON)],
+    "cluster_test": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
+    "cluster_rotate": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
+    "cluster_retire": [Call(ACT, "post", ids=CLUSTER), Call(NOT_GET, ids=CLUSTER)],
+    "node_cordon": [Call(ACT, "post", ids=NODE, data={"reason": "disk"}), Call(NOT_GET, ids=NODE)],
+    "node_uncordon": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],
+    "node_drain": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],
+    "drain": [Call(OPERATORS, ids=DRAIN), Call(OPERATORS, ids=DRAIN, htmx=True)],
+    "drain_stop": [Call(ACT, "post", ids=DRAIN), Call(NOT_GET, ids=DRAIN)],
     "api_tokens": [Call(EVERYONE), Call(EVERYONE, "post", data={"name": "ci"})],
     "audit": [Call(OPERATORS), Call(OPERATORS, query="?format=csv")],
     "api_token_revoke": [
@@ -207,6 +240,8 @@ PAGES: dict[str, list[Call]] = {
 READ_API_JOB = "401 404 200 200 404 200 200"
 ALICES_API = "401 404 404 200 404 404 404"
 OPERATE_API_JOB = "401 404 403 {ok} 404 403 403"
+OPERATOR_API = "401 403 403 403 403 {ok} {ok}"
+API_NODE = {"name": "=gpu-a", "node": "=node-a"}
 API: dict[str, Call] = {
     "GET /api/v1/clusters": Call("401 200 200 200 200 200 200"),
     "GET /api/v1/nodes": Call("401 200 200 200 200 200 200"),
@@ -253,6 +288,48 @@ API: dict[str, Call] = {
         "401 422 422 422 422 422 422", "post", data={"scope": {"kind": "mine"}}
     ),
     "DELETE /api/v1/subscriptions/{subscription_id}": Call(ALICES_API, "delete"),
+    # Operators' actions (issue 36): 403 to anyone else; the matrix's cluster cannot be read or
+    # written, so the actions that reach it answer 502.
+    "POST /api/v1/clusters/{name}/nodes/{node}/cordon": Call(
+        OPERATOR_API.format(ok=502), "post", ids=API_NODE, data={"reason": "disk"}
+    ),
+    "POST /api/v1/clusters/{name}/nodes/{node}/uncordon": Call(
+        OPERATOR_API.format(ok=502), "post", ids=API_NODE
+    ),
+    "GET /api/v1/clusters/{name}/nodes/{node}/drain-preview": Call(
+        OPERATOR_API.format(ok=502), ids=API_NODE
+    ),
+    "POST /api/v1/clusters/{name}/nodes/{node}/drain": Call(
+        OPERATOR_API.format(ok=502), "post", ids=API_NODE, data={}
+    ),
+    "GET /api/v1/drains/{drain_id}": Call(OPERATOR_API.format(ok=200), ids={"drain_id": "drain"}),
+    # The matrix's cluster has an unusable kubeconfig ("x") and a Running Job.
+    "POST /api/v1/clusters": Call(OPERATOR_API.format(ok=422), "post", data={}),
+    "POST /api/v1/clusters/{name}/test": Call(
+        OPERATOR_API.format(ok=422), "post", ids={"name": "=gpu-a"}
+    ),
+    "POST /api/v1/clusters/{name}/credentials": Call(
+        OPERATOR_API.format(ok=422), "post", ids={"name": "=gpu-a"}, data={}
+    ),
+    "GET /api/v1/clusters/{name}/addons": Call(OPERATOR_API.format(ok=200), ids=CLUSTER),
+    "POST /api/v1/clusters/{name}/addons": Call(
+        OPERATOR_API.format(ok=422), "post", ids=CLUSTER, data={"name": "BAD"}
+    ),
+    "GET /api/v1/clusters/{name}/addons/{addon}": Call(
+        OPERATOR_API.format(ok=404), ids={**CLUSTER, "addon": "=nope"}
+    ),
+    "PATCH /api/v1/clusters/{name}/addons/{addon}": Call(
+        OPERATOR_API.format(ok=404), "patch", ids={**CLUSTER, "addon": "=nope"}, data={}
+    ),
+    "POST /api/v1/clusters/{name}/addons/{addon}/rollback": Call(
+        OPERATOR_API.format(ok=404), "post", ids={**CLUSTER, "addon": "=nope"}
+    ),
+    "DELETE /api/v1/clusters/{name}": Call(
+        OPERATOR_API.format(ok=409), "delete", ids={"name": "=gpu-a"}
+    ),
+    "POST /api/v1/drains/{drain_id}/stop": Call(
+        OPERATOR_API.format(ok=200), "post", ids={"drain_id": "drain"}
+    ),
 }
 
 
@@ -320,7 +397,11 @@ def world(db: None) -> World:
     Membership.objects.create(user=users["charlie"], project=speech)
     job, task, workflow = _crashing_job(vision, cluster, users["alice"])
     tokens = {name: ApiToken.issue(user, name="matrix")[1] for name, user in users.items()}
+    Node.objects.create(cluster=cluster, name="node-a", phase="Online", observed_at=job.created_at)
+    Addon.objects.create(cluster=cluster, name="metrics", managed=True)
+    drain = DrainRun.objects.create(cluster=cluster, node_name="node-b", requested_by_name="olga")
     objects = {
+        "drain": drain.pk,
         "job": job.pk, "task": task.pk, "workflow": workflow.pk, "project": vision.pk,
         "bob_membership": bob.pk,
         "alice_token": ApiToken.objects.filter(user=users["alice"]).get().pk,

@@ -1,0 +1,84 @@
+"""What the console's credentials on a cluster must be allowed, each with what its absence
+breaks (issue 36, Build 1 and 4): the checklist of a connection test, one
+SelfSubjectAccessReview per entry. Pure: no database, no cluster.
+
+`required` rights are those of deploy/rbac-data-plane.yaml (the sync and Jobs); the others
+are the opt-in rights of operators' actions (deploy/rbac-operator-actions.yaml): missing, they
+hide the action and the page says which permission is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+
+@dataclass(frozen=True)
+class Need:
+    key: str  # how pages and the API name it: "verb group/resource[/subresource]"
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespaced: bool  # asked in the cluster's default namespace, else cluster-wide
+    required: bool
+    breaks: str | Promise
+
+
+def _need(
+    verb: str, group: str, resource: str, breaks: str | Promise, *, subresource: str = "",
+    namespaced: bool = False, required: bool = True,
+) -> Need:  # fmt: skip
+    path = "/".join(p for p in (group or "core", resource, subresource) if p)
+    key = f"{verb} {path}" + (" (namespace)" if namespaced else "")
+    return Need(key, verb, group, resource, subresource, namespaced, required, breaks)
+
+
+NEEDS: tuple[Need, ...] = (
+    _need("list", "", "pods", _("the sync sees no pod: Workers and their phases stay unknown")),
+    _need("watch", "", "pods", _("every sync relists instead of watching: slower, heavier")),
+    _need("list", "", "nodes", _("the Nodes page stays empty")),
+    _need("list", "apps", "statefulsets", _("Task phases cannot be derived")),
+    _need("list", "apps", "daemonsets", _("add-on phases cannot be derived")),
+    _need("list", "apps", "deployments", _("add-on phases cannot be derived")),
+    _need("create", "apps", "statefulsets", _("Jobs cannot start in the default namespace"),
+          namespaced=True),
+    _need("patch", "apps", "statefulsets", _("Jobs cannot be stopped or resumed"),
+          subresource="scale", namespaced=True),
+    _need("create", "batch", "jobs", _("API Tasks (batch Jobs) cannot start"), namespaced=True),
+    _need("create", "", "services", _("Ray workers cannot find their head"), namespaced=True),
+    _need("get", "", "pods", _("the Logs tab cannot read logs"), subresource="log",
+          namespaced=True),
+    _need("patch", "", "nodes", _("cordon and uncordon are not offered"), required=False),
+    _need("create", "", "pods", _("drains are not offered"), subresource="eviction",
+          required=False),
+    _need("list", "policy", "poddisruptionbudgets", _("drains are not offered"), required=False),
+    _need("patch", "apps", "deployments", _("add-ons cannot be installed or upgraded"),
+          required=False, namespaced=True),
+)  # fmt: skip
+BY_KEY: Mapping[str, Need] = {need.key: need for need in NEEDS}
+# The actions each operator's action needs, by the keys above.
+ACTIONS: Mapping[str, tuple[str, ...]] = {
+    "cordon": ("patch core/nodes",),
+    "drain": ("patch core/nodes", "create core/pods/eviction", "list policy/poddisruptionbudgets"),
+    "addons": ("patch apps/deployments (namespace)",),
+}
+
+
+def attributes(need: Need, namespace: str) -> dict[str, str]:
+    """The review's resourceAttributes."""
+    found = {"verb": need.verb, "group": need.group, "resource": need.resource}
+    if need.subresource:
+        found["subresource"] = need.subresource
+    if need.namespaced:
+        found["namespace"] = namespace
+    return found
+
+
+def missing_for(action: str, allowed: Mapping[str, bool]) -> list[str]:
+    """The permissions `action` needs that the last check did not find (all of them when no
+    check was made: nothing is assumed)."""
+    return [key for key in ACTIONS[action] if not allowed.get(key, False)]
