@@ -505,6 +505,7 @@ def test_api(world: World, operation: str) -> None:
         "channel_id": world.objects["alice_channel"],
         "subscription_id": world.objects["alice_subscription"],
     }  # fmt: skip
+    ids |= {key: _value(world, ref) for key, ref in call.ids.items()}
     _check(world, call, path.format(**ids), True, SEES_DIAGNOSTICS)
 
 
