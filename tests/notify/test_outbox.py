@@ -193,3 +193,28 @@ def test_it_notices_a_failed_job_in_the_sync_cycle_that_observes_it(
     assert sent("event", "job_id") == [("job.failed", bad.pk)]
     sync_cluster(cluster.pk)
     assert Outbox.objects.count() == 1
+
+
+def test_it_judges_a_workload_again_only_once_it_may_have_turned(
+    alice: User, cluster: Cluster, django_capture_on_commit_callbacks: Any,
+    django_assert_num_queries: Any,
+) -> None:  # fmt: skip
+    """A followed Job whose facts did not change is not judged again before its stall clock
+    ends (jobs.status.workload.next_turn_at); it is judged in the first cycle after."""
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    job = job_of(
+        alice,
+        cluster,
+        spec={"tasks": [], "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 3600}},
+    )
+    say(job, T0, 1, kind="progress", step=7)
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(cluster, T0 + timedelta(seconds=5))  # judged: Progressing, turns at 60 s
+    cluster.refresh_from_db()
+    with django_assert_num_queries(2):  # its facts, the occurrences due: no judging
+        after_cycle(cluster, set(), {}, T0 + timedelta(seconds=30))
+    assert Outbox.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(cluster, T0 + timedelta(seconds=61))
+    assert sent("event") == [("workload.stalled",)]
