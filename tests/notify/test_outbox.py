@@ -3,12 +3,15 @@ them, once per (subscription, Job, run, event, occurrence), issue 32 §Build 1 a
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection, transaction
 
 from console.models import Addon, Cluster
 from jobs.choices import JobPhase
@@ -218,3 +221,32 @@ def test_it_judges_a_workload_again_only_once_it_may_have_turned(
     with django_capture_on_commit_callbacks(execute=True):
         cycle(cluster, T0 + timedelta(seconds=61))
     assert sent("event") == [("workload.stalled",)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_judging_at_once_write_one_message(alice: User, cluster: Cluster) -> None:
+    """Two cycles' notification steps at the same moment (a relist racing a watch, a worker
+    restarted mid-cycle): the unique constraints leave one occurrence and one message."""
+    subscribe(alice, channel(alice), Event.JOB_FAILED)
+    job = job_of(alice, cluster, phase=JobPhase.FAILED)
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def step() -> None:
+        try:
+            start.wait()
+            with transaction.atomic():
+                after_cycle(Cluster.objects.get(pk=cluster.pk), {job.pk}, {}, T0)
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=step) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert Condition.objects.count() == 1
+    assert sent("event") == [("job.failed",)]
