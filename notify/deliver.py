@@ -15,6 +15,7 @@ claims, each message sent with its platform's wire format, every attempt a Deliv
 from __future__ import annotations
 
 import random
+import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -98,16 +99,20 @@ def _due(now: datetime) -> list[Outbox]:
 
 
 def claim(rows: Sequence[Outbox], now: datetime) -> list[Outbox]:
-    """The rows this worker won: each by a conditional UPDATE on the claim it saw."""
-    won = []
+    """The rows this worker won, in one conditional UPDATE marked with its own token: a row
+    another worker claimed first (and holds) is left out."""
+    if not rows:
+        return []
+    token = uuid.uuid4().hex
+    free = Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+    waiting = [SendStatus.PENDING, SendStatus.RETRYING]
+    Outbox.objects.filter(free, pk__in=[row.pk for row in rows], status__in=waiting).update(
+        claimed_until=now + CLAIM, claimed_by=token
+    )
+    won = set(Outbox.objects.filter(claimed_by=token).values_list("pk", flat=True))
     for row in rows:
-        free = Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
-        if Outbox.objects.filter(free, pk=row.pk, status=row.status).update(
-            claimed_until=now + CLAIM
-        ):
-            row.claimed_until = now + CLAIM
-            won.append(row)
-    return won
+        row.claimed_until, row.claimed_by = now + CLAIM, token
+    return [row for row in rows if row.pk in won]
 
 
 def drain(now: datetime | None = None) -> int:

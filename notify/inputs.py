@@ -224,3 +224,17 @@ def subscription_input(data: Mapping[str, Any], user: AbstractBaseUser) -> Subsc
     if errors or found is None or scope is None:
         raise Invalid(errors)
     return SubscriptionInput(found, scope, project, job, events, max(pending, 1), repeat)
+
+
+def rotated_secret(channel: Channel, data: Mapping[str, Any]) -> str:
+    """A webhook channel's new signing secret (Standard Webhooks); the old one keeps signing
+    beside it for 24 hours (notify.senders.webhook)."""
+    errors: dict[str, str] = {}
+    secret = _text(data, "secret", errors, True)
+    if channel.kind != Kind.WEBHOOK:
+        errors["secret"] = _("Only a webhook channel's secret is rotated here.")
+    elif secret and (why := _webhook_secret(secret)):
+        errors["secret"] = why
+    if errors:
+        raise Invalid(errors)
+    return secret

@@ -148,6 +148,7 @@ class Outbox(models.Model):
     next_attempt_at = models.DateTimeField(default=timezone.now)
     # A worker's claim: another worker takes the row only after it (a worker killed mid-send).
     claimed_until = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=32, blank=True, default="")
     digest = models.ForeignKey(
         "self", models.SET_NULL, null=True, blank=True, related_name="merged"
     )

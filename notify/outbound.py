@@ -86,20 +86,46 @@ def resolve(url: str) -> tuple[str, str, int, IPAddress]:
     return parts.scheme, parts.hostname, port, addresses[0]
 
 
-def post(url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
-    """POSTs once, following no redirect. Unreachable when no answer came."""
-    scheme, host, port, address = resolve(url)
-    parts = urlsplit(url)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+# Kept-alive connections per checked address (and the name its certificate must carry): a
+# backlog to one receiver is sent over a few connections, not one each.
+_POOLS: dict[tuple[str, str, int, str], urllib3.HTTPConnectionPool] = {}
+MAX_POOLS = 64
+
+
+def _pool(scheme: str, host: str, port: int, address: IPAddress) -> urllib3.HTTPConnectionPool:
+    key = (scheme, host, port, str(address))
+    found = _POOLS.get(key)
+    if found is not None:
+        return found
+    if len(_POOLS) >= MAX_POOLS:
+        forget_pools()
     timeout = urllib3.Timeout(connect=TIMEOUT_SECONDS, read=TIMEOUT_SECONDS)
     pool: urllib3.HTTPConnectionPool
     if scheme == "https":
         pool = urllib3.HTTPSConnectionPool(
             str(address), port, timeout=timeout, retries=False, server_hostname=host,
-            assert_hostname=host,
+            assert_hostname=host, maxsize=4,
         )  # fmt: skip
     else:
-        pool = urllib3.HTTPConnectionPool(str(address), port, timeout=timeout, retries=False)
+        pool = urllib3.HTTPConnectionPool(
+            str(address), port, timeout=timeout, retries=False, maxsize=4
+        )
+    _POOLS[key] = pool
+    return pool
+
+
+def forget_pools() -> None:
+    for pool in list(_POOLS.values()):
+        pool.close()
+    _POOLS.clear()
+
+
+def post(url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
+    """POSTs once, following no redirect. Unreachable when no answer came."""
+    scheme, host, port, address = resolve(url)
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    pool = _pool(scheme, host, port, address)
     sent = {"Host": host if parts.port is None else f"{host}:{port}", **headers}
     started = time.monotonic()
     try:
@@ -111,8 +137,6 @@ def post(url: str, body: bytes, headers: Mapping[str, str]) -> Answer:
         response.release_conn()
     except urllib3.exceptions.HTTPError as error:
         raise Unreachable(f"No answer from {host}: {type(error).__name__}.") from None
-    finally:
-        pool.close()
     latency = round((time.monotonic() - started) * 1000)
     text = data[:MAX_ANSWER_BYTES].decode("utf-8", "replace")
     return Answer(response.status, text, dict(response.headers), latency)

@@ -86,12 +86,14 @@ def settle(judged: Sequence[Judged], now: datetime) -> int:
     """Opens and resolves the occurrences the subjects' states give and writes their messages;
     returns the rows written (none when nothing turned)."""
     stored = stored_occurrences(item.subject for item in judged)
+    opened: list[tuple[Subject, Event, int]] = []
     touched: list[Condition] = []
     for item in judged:
         rows = stored.get((item.subject.key, item.subject.run), [])
         change = turns(item.active, [_occurrence(row) for row in rows], item.events)
-        touched += _opened(item.subject, change.opened, now)
+        opened += [(item.subject, event, occurrence) for event, occurrence in change.opened]
         touched += _resolved(rows, change.resolved, now)
+    touched += _opened(opened, now)
     if not touched:
         return 0
     return len(touched) + emit(touched, now)
@@ -101,9 +103,9 @@ def _occurrence(row: Condition) -> Occurrence:
     return Occurrence(Event(row.event), row.occurrence, row.resolved_at is not None)
 
 
-def _opened(subject: Subject, opened: list[tuple[Event, int]], now: datetime) -> list[Condition]:
-    """New occurrences, inserted ignoring a concurrent insert of the same one (then read back:
-    the one that won is the one whose messages are written)."""
+def _opened(opened: list[tuple[Subject, Event, int]], now: datetime) -> list[Condition]:
+    """New occurrences, inserted in one statement ignoring a concurrent insert of the same
+    one, then read back: the row that won is the one whose messages are written."""
     if not opened:
         return []
     rows = [
@@ -112,13 +114,12 @@ def _opened(subject: Subject, opened: list[tuple[Event, int]], now: datetime) ->
             job_id=subject.job_id, cluster_id=subject.cluster_id, detail=subject.detail,
             opened_at=now, resolved_at=None if event in LASTING else now,
         )
-        for event, occurrence in opened
+        for subject, event, occurrence in opened
     ]  # fmt: skip
     Condition.objects.bulk_create(rows, ignore_conflicts=True)
-    keys = Q()
-    for event, occurrence in opened:
-        keys |= Q(event=event, occurrence=occurrence)
-    return list(Condition.objects.filter(keys, subject=subject.key, run=subject.run))
+    keys = {(s.key, str(event), s.run, occurrence) for s, event, occurrence in opened}
+    found = Condition.objects.filter(subject__in={s.key for s, _e, _o in opened})
+    return [c for c in found if (c.subject, c.event, c.run, c.occurrence) in keys]
 
 
 def _resolved(
@@ -154,6 +155,7 @@ def emit(conditions: Sequence[Condition], now: datetime) -> int:
     facts = facts_of(heard_of, now) if heard_of else {}
     heard = _heard_open([c for c in conditions if c.resolved_at is not None])
     rows: list[Outbox] = []
+    schedule: dict[datetime | None, list[int]] = defaultdict(list)
     for condition in conditions:
         event = Event(condition.event)
         checks: list[datetime] = []
@@ -163,8 +165,13 @@ def emit(conditions: Sequence[Condition], now: datetime) -> int:
                 moment = next_due(event, condition.opened_at, sub.pending_minutes,
                                   sub.repeat_hours, now)  # fmt: skip
                 checks += [moment] if moment else []
-        _schedule(condition, min(checks) if checks else None)
-    Outbox.objects.bulk_create(rows, ignore_conflicts=True)
+        moment = min(checks) if checks else None
+        if condition.resolved_at is None and condition.next_check_at != moment:
+            schedule[moment].append(condition.pk)
+            condition.next_check_at = moment
+    for moment, pks in schedule.items():  # one UPDATE per moment: most share theirs
+        Condition.objects.filter(pk__in=pks).update(next_check_at=moment)
+    Outbox.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
     if rows:  # sent once the transaction that wrote them commits (the beat catches up otherwise)
         transaction.on_commit(_drain_soon)
     return len(rows)
@@ -174,12 +181,6 @@ def _drain_soon() -> None:
     from notify.tasks import drain_outbox
 
     drain_outbox.delay()
-
-
-def _schedule(condition: Condition, moment: datetime | None) -> None:
-    if condition.resolved_at is None and condition.next_check_at != moment:
-        Condition.objects.filter(pk=condition.pk).update(next_check_at=moment)
-        condition.next_check_at = moment
 
 
 def _due_messages(

@@ -7,6 +7,11 @@ urlpatterns = [
     path("notifications/channels/", views.channel_add, name="notify_channel_add"),
     path("notifications/channels/<int:pk>/test/", views.channel_test, name="notify_channel_test"),
     path(
+        "notifications/channels/<int:pk>/rotate/",
+        views.channel_rotate,
+        name="notify_channel_rotate",
+    ),
+    path(
         "notifications/channels/<int:pk>/delete/",
         views.channel_delete,
         name="notify_channel_delete",

@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -19,7 +20,7 @@ from jobs.access import get_job_for_user, projects_for
 from notify.api import create_channel, create_subscription
 from notify.choices import JOB_PAGE_EVENTS, ChannelState, Event, Kind, Language, ScopeKind
 from notify.deliver import send_test
-from notify.inputs import Invalid, channels_for, mask
+from notify.inputs import Invalid, channels_for, mask, rotated_secret
 from notify.models import Channel, Delivery, Subscription
 
 LOG_SHOWN = 50
@@ -102,6 +103,24 @@ def channel_test(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, _("Test to %(name)s failed. The platform answered: %(answer)s") % {
             "name": channel.name, "answer": answer,
         })  # fmt: skip
+    return redirect("notifications")
+
+
+@login_required
+@require_POST
+def channel_rotate(request: HttpRequest, pk: int) -> HttpResponse:
+    """A new signing secret for a webhook channel; for 24 hours both sign every message."""
+    channel = _own_channel(request, pk)
+    try:
+        secret = rotated_secret(channel, {"secret": request.POST.get("secret", "")})
+    except Invalid as invalid:
+        messages.error(request, invalid.errors["secret"])
+        return redirect("notifications")
+    channel.previous_secret, channel.secret = channel.secret, secret
+    channel.secret_rotated_at = timezone.now()
+    channel.save(update_fields=["previous_secret", "secret", "secret_rotated_at"])
+    messages.success(request, _("New secret of %(name)s saved: the old one signs beside it "
+                                "for 24 hours.") % {"name": channel.name})  # fmt: skip
     return redirect("notifications")
 
 

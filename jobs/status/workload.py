@@ -26,7 +26,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
@@ -227,6 +227,28 @@ def _gathering(latest: Mapping[str, Mapping[str, Any]]) -> bool:
     if phase.get("phase") != GATHERING_PHASE:
         return False
     return progress is None or phase["at"] > progress["at"]
+
+
+def next_turn_at(
+    report: Report | None, job_phase: JobPhase, run: int, policies: Policies, now: datetime
+) -> datetime | None:
+    """When time alone may next change what `judge` says, nothing else changing: the silence
+    limit (Unresponsive) or the end of the stall clock (Stalled), the first not yet passed;
+    None when no clock runs (no report of this run, a completion, a Job not Running). Who
+    judges many Jobs every cycle judges one again only once a fact of it changed or this
+    moment came (notify.watch)."""
+    if report is None or report.run != run or job_phase != JobPhase.RUNNING:
+        return None
+    if report.latest.get("completion"):
+        return None
+    silence = MISSED_HEARTBEATS * policies.heartbeat_seconds
+    moments = [report.last_received_at + timedelta(seconds=silence)]
+    since = _stall_clock(report) if "progress" in report.latest else None
+    if since is not None:
+        threshold = stall_threshold(policies, typical_step_seconds(report))
+        moments.append(since + timedelta(seconds=threshold))
+    coming = [moment for moment in moments if moment >= now]
+    return min(coming) if coming else None
 
 
 def _stall_clock(report: Report) -> datetime | None:

@@ -19,6 +19,7 @@ from jobs.choices import JobPhase
 from jobs.models import Job
 from notify.deliver import drain
 from notify.models import Subscription
+from notify.outbound import forget_pools
 from notify.watch import after_cycle
 from tests.browser.conftest import log_in
 from tests.conftest import KUBECONFIG, open_cluster, open_project
@@ -40,6 +41,7 @@ def receiver(settings: Any) -> Iterator[Receiver]:
     with receiving("/hooks/demo-token-1234") as found:
         found.default = (200, "ok", {})
         yield found
+    forget_pools()  # its kept-alive connections go with the receiver
 
 
 def test_it_adds_a_channel_tests_it_subscribes_and_logs_deliveries(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import User
+from django.utils import translation
 
 from console.models import Cluster
 from jobs.choices import JobPhase
 from jobs.models import Job
 from notify.choices import Event, Kind, ScopeKind
 from notify.models import Channel, Subscription
+from notify.outbound import forget_pools
+from notify.watch import forget
 from tests.engine.conftest import sim  # noqa: F401 (a simulated cluster, for the end-to-end test)
 
 
@@ -34,3 +39,16 @@ def job_of(user: User, cluster: Cluster, name: str = "ppo", **fields: Any) -> Jo
         project=user.memberships.get().project, cluster=cluster, name=name,
         namespace="default", owner=user, **(values | fields),
     )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _judged_afresh() -> Iterator[None]:
+    """notify.watch keeps, per process, what it judged (set when a cycle commits): each test
+    starts without it (the database's ids are reused from test to test); notify.outbound
+    keeps connections alive, to receivers that end with the test."""
+    forget()
+    forget_pools()
+    yield
+    forget()
+    forget_pools()  # kept-alive connections to this test's receivers
+    translation.deactivate()  # a request in 简体中文 leaves it active in this thread

@@ -85,3 +85,22 @@ def test_it_names_a_clusters_return_recovered() -> None:
     assert resolved_name(Event.WORKLOAD_STALLED) == Event.WORKLOAD_STALLED
     assert wanted(Event.CLUSTER_UNREACHABLE, ["cluster.recovered"])
     assert not wanted(Event.WORKLOAD_STALLED, ["workload.lost"])
+
+
+def test_it_says_when_time_alone_may_turn_a_workload() -> None:
+    """jobs.status.workload.next_turn_at: the stall clock's end, then the silence limit."""
+    from jobs.status.workload import Policies, Report, next_turn_at
+
+    at = T0.isoformat()
+    progress = {"step": 7, "at": at, "received_at": at, "advanced_at": at, "source": "signal"}
+    report = Report(1, T0, T0, {"progress": progress}, [[T0.timestamp(), 7]])
+    policies = Policies(stall_after_seconds=60, heartbeat_seconds=30)
+    running = JobPhase.RUNNING
+    assert next_turn_at(report, running, 1, policies, T0) == T0 + timedelta(seconds=60)
+    later = T0 + timedelta(seconds=61)
+    assert next_turn_at(report, running, 1, policies, later) == T0 + timedelta(seconds=90)
+    assert next_turn_at(report, running, 1, policies, T0 + timedelta(seconds=91)) is None
+    assert next_turn_at(report, JobPhase.PENDING, 1, policies, T0) is None
+    assert next_turn_at(report, running, 2, policies, T0) is None  # an earlier run's report
+    done = Report(1, T0, T0, {"completion": {"outcome": "succeeded", "at": at}}, [])
+    assert next_turn_at(done, running, 1, policies, T0) is None

@@ -3,12 +3,15 @@ them, once per (subscription, Job, run, event, occurrence), issue 32 §Build 1 a
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection, transaction
 
 from console.models import Addon, Cluster
 from jobs.choices import JobPhase
@@ -193,3 +196,57 @@ def test_it_notices_a_failed_job_in_the_sync_cycle_that_observes_it(
     assert sent("event", "job_id") == [("job.failed", bad.pk)]
     sync_cluster(cluster.pk)
     assert Outbox.objects.count() == 1
+
+
+def test_it_judges_a_workload_again_only_once_it_may_have_turned(
+    alice: User, cluster: Cluster, django_capture_on_commit_callbacks: Any,
+    django_assert_num_queries: Any,
+) -> None:  # fmt: skip
+    """A followed Job whose facts did not change is not judged again before its stall clock
+    ends (jobs.status.workload.next_turn_at); it is judged in the first cycle after."""
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    job = job_of(
+        alice,
+        cluster,
+        spec={"tasks": [], "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 3600}},
+    )
+    say(job, T0, 1, kind="progress", step=7)
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(cluster, T0 + timedelta(seconds=5))  # judged: Progressing, turns at 60 s
+    cluster.refresh_from_db()
+    with django_assert_num_queries(2):  # its facts, the occurrences due: no judging
+        after_cycle(cluster, set(), {}, T0 + timedelta(seconds=30))
+    assert Outbox.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(cluster, T0 + timedelta(seconds=61))
+    assert sent("event") == [("workload.stalled",)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_judging_at_once_write_one_message(alice: User, cluster: Cluster) -> None:
+    """Two cycles' notification steps at the same moment (a relist racing a watch, a worker
+    restarted mid-cycle): the unique constraints leave one occurrence and one message."""
+    subscribe(alice, channel(alice), Event.JOB_FAILED)
+    job = job_of(alice, cluster, phase=JobPhase.FAILED)
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def step() -> None:
+        try:
+            start.wait()
+            with transaction.atomic():
+                after_cycle(Cluster.objects.get(pk=cluster.pk), {job.pk}, {}, T0)
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=step) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert Condition.objects.count() == 1
+    assert sent("event") == [("job.failed",)]

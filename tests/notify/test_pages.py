@@ -117,3 +117,19 @@ def test_it_shows_the_page_in_chinese(alice: User, receiver: Receiver) -> None:
     channel(alice, receiver.url, name="robot")
     html = as_user(alice).get(PAGE, headers={"Accept-Language": "zh-CN"}).content.decode()
     assert "我的通知渠道" in html and "投递记录" in html
+
+
+def test_it_rotates_a_webhook_secret_keeping_the_old_one_for_a_day(
+    alice: User, charlie: User, receiver: Receiver
+) -> None:
+    old, new = "whsec_" + "A" * 44, "whsec_" + "B" * 44
+    hook = channel(alice, receiver.url, secret=old)
+    assert as_user(charlie).post(f"/notifications/channels/{hook.pk}/rotate/",
+                                 {"secret": new}).status_code == 404  # fmt: skip
+    refused = as_user(alice).post(f"/notifications/channels/{hook.pk}/rotate/",
+                                  {"secret": "x"}, follow=True)  # fmt: skip
+    assert "whsec_ followed by base64" in refused.content.decode()
+    as_user(alice).post(f"/notifications/channels/{hook.pk}/rotate/", {"secret": new})
+    hook.refresh_from_db()
+    assert (hook.secret, hook.previous_secret) == (new, old)
+    assert hook.secret_rotated_at is not None

@@ -215,6 +215,10 @@ PAGES: dict[str, list[Call]] = {
         Call(ALICES, "post", ids=ALICE_CHANNEL),
         Call(NOT_GET, ids=ALICE_CHANNEL),
     ],
+    "notify_channel_rotate": [
+        Call(ALICES, "post", ids=ALICE_CHANNEL, data={"secret": "whsec_" + "A" * 44}),
+        Call(NOT_GET, ids=ALICE_CHANNEL),
+    ],
     "notify_channel_delete": [
         Call(ALICES, "post", ids=ALICE_CHANNEL),
         Call(NOT_GET, ids=ALICE_CHANNEL),
