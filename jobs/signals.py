@@ -7,10 +7,10 @@ deterministic), a new one on every resume, nothing to look up and nothing stored
 Messages are validated per kind; (pod, uid, seq) is unique, so a resent message is counted once
 (an insert that ignores conflicts, safe under concurrency). Old heartbeats and Ray reports are
 compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
-run, and the other kinds keep their latest few, at most once a minute per Job run (decided under
-the Job report's row lock, so for every web process together): over a 3-day run the table stays
-bounded and most requests compact nothing: one INSERT, then the fold into the Job's report
-(jobs.workload), in one transaction.
+run keeping every bucket's extremes (jobs.downsample), and the other kinds keep their latest
+few, at most once a minute per Job run (decided under the Job report's row lock, so for every
+web process together): over a 3-day run the table stays bounded and most requests compact
+nothing: one INSERT, then the fold into the Job's report (jobs.workload), in one transaction.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.core.cache import cache
@@ -29,6 +29,7 @@ from django.db.models.constants import OnConflict
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
+from jobs.downsample import thin_rows
 from jobs.models import Signal
 
 MAX_BATCH = 100
@@ -224,24 +225,31 @@ def _keep_latest(old: QuerySet[Signal], job_id: int, run: int, kind: str) -> Non
 
 
 def _thin_progress(old: QuerySet[Signal], job_id: int, run: int) -> None:
-    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points, the old ones keep the first of each slice
-    of time, slices aligned and a power of two seconds wide so that at most half the limit of
-    them cover the span: the history keeps its shape over the whole run, at a resolution that
-    coarsens as the run grows (aligned slices nest, so a later pass never undoes an earlier)."""
+    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points in the run, the old ones are thinned to at
+    most half that many, keeping in each aligned slice of time its first point and the points
+    holding the lowest and the highest value of every series (step, step time, each metric:
+    jobs.downsample.thin_rows), so a spike or a dip outlives the compaction, the history keeps
+    its shape over the whole run, and a finished run keeps thousands of points."""
     limit = settings.TRAINYARD_SIGNAL_PROGRESS_POINTS
     if Signal.objects.filter(job_id=job_id, run=run, kind="progress").count() <= limit:
         return
-    points = list(old.order_by("at", "pk").values_list("pk", "at"))
-    if len(points) < 2:
-        return
-    width, span = 1, (points[-1][1] - points[0][1]).total_seconds()
-    while span / width > limit // 2 - 1:
-        width *= 2
-    seen: set[int] = set()
-    gone = []
-    for pk, at in points:
-        bucket = int(at.timestamp()) // width
-        if bucket in seen:
-            gone.append(pk)
-        seen.add(bucket)
-    Signal.objects.filter(pk__in=gone).delete()
+    points = list(old.order_by("at", "pk").values_list("pk", "at", "data"))
+    rows = [(at.timestamp(), progress_values(data)) for _, at, data in points]
+    kept = set(thin_rows(rows, limit // 2))
+    gone = [point[0] for index, point in enumerate(points) if index not in kept]
+    for start in range(0, len(gone), 1000):  # bounded statements (SQLite's parameter limit)
+        Signal.objects.filter(pk__in=gone[start : start + 1000]).delete()
+
+
+def progress_values(data: Mapping[str, Any]) -> dict[str, float]:
+    """A stored progress message's series and their values: `step`, `step_seconds` and each
+    metric by its name (a metric named like them is shadowed: metrics are checked as numbers)."""
+    values = {
+        f"metrics/{name}": float(value)
+        for name, value in (data.get("metrics") or {}).items()
+        if isinstance(value, int | float)
+    }
+    for name in ("step", "step_seconds"):
+        if isinstance(data.get(name), int | float):
+            values[name] = float(data[name])
+    return values

@@ -194,14 +194,14 @@ def judge(
         quiet_for = Message("workload.quiet", {"seconds": round(quiet), "limit": limit})
         return WorkloadState.UNRESPONSIVE, _newest_kind(latest), quiet_for
     ray = latest.get("ray")
-    if ray and ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0):
+    if ray and degraded(ray):
         alive = {"alive": ray["alive_nodes"], "expected": ray["expected_nodes"]}
         return WorkloadState.DEGRADED, "ray", Message("workload.degraded", alive)
     phase = latest.get("phase") or {}
     if phase.get("phase") in STARTING_PHASES and phase["at"] > latest.get("progress", phase)["at"]:
         return WorkloadState.STARTING, "phase", Message("workload.phase", {"phase": phase["phase"]})
     if "progress" in latest:
-        since = _stall_clock(report)
+        since = stall_clock(report)
         idle = (now - since).total_seconds() if since else 0.0
         threshold = stall_threshold(policies, typical_step_seconds(report))
         step = int(latest["progress"].get("step", 0))
@@ -213,7 +213,14 @@ def judge(
     return WorkloadState.STARTING, _newest_kind(latest), Message("workload.no_steps")
 
 
-def _stall_clock(report: Report) -> datetime | None:
+def degraded(ray: Mapping[str, Any] | None) -> bool:
+    """A Ray report naming fewer nodes alive than expected."""
+    if not ray:
+        return False
+    return bool(ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0))
+
+
+def stall_clock(report: Report) -> datetime | None:
     """When the last step advance was received, or the workload's last pause (a checkpoint
     or an evaluation) began, whichever is later."""
     advanced = report.time("progress", "advanced_at")
