@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from console.views.login import login
 from jobs.api import api
+from jobs.series_api import job_series
 
 handler500 = "console.errors.server_error"
 
@@ -11,6 +12,7 @@ urlpatterns = [
     path("accounts/login/", login, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("api/v1/jobs/<int:job_id>/series", job_series, name="api-job-series"),
     path("api/v1/", api.urls),
     path("", include("console.web_urls")),
 ]

@@ -30,13 +30,14 @@ from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
 from jobs.downsample import thin_rows
-from jobs.models import Signal
+from jobs.models import Signal, WorkloadSpell
 
 MAX_BATCH = 100
 MAX_METRICS = 32
 KEEP_LATEST = 100  # phase, checkpoint and completion messages kept per Job run
 LATEST_ONLY = ("heartbeat", "ray")  # only the newest per pod UID matters
 KEEP_LATEST_KINDS = ("phase", "checkpoint", "completion")
+KEEP_SPELLS = 500  # Stalled / Unresponsive / Degraded spells kept per Job run (the newest)
 
 # --- the token ---------------------------------------------------------------------------------
 
@@ -205,6 +206,7 @@ def compact(job_id: int, run: int, now: datetime) -> None:
     _thin_progress(old.filter(kind="progress"), job_id, run)
     for kind in KEEP_LATEST_KINDS:
         _keep_latest(old.filter(kind=kind), job_id, run, kind)
+    _keep_latest_spells(job_id, run)
 
 
 def _keep_newest_per_pod(old: QuerySet[Signal]) -> None:
@@ -222,6 +224,15 @@ def _keep_latest(old: QuerySet[Signal], job_id: int, run: int, kind: str) -> Non
         return
     kept = mine.order_by("-received_at", "-pk").values_list("pk", flat=True)[:KEEP_LATEST]
     old.exclude(pk__in=list(kept)).delete()
+
+
+def _keep_latest_spells(job_id: int, run: int) -> None:
+    """A run that flaps between states records a spell each time: the newest KEEP_SPELLS stay."""
+    mine = WorkloadSpell.objects.filter(job_id=job_id, run=run)
+    if mine.count() <= KEEP_SPELLS:
+        return
+    kept = mine.order_by("-started_at", "-pk").values_list("pk", flat=True)[:KEEP_SPELLS]
+    mine.exclude(pk__in=list(kept)).delete()
 
 
 def _thin_progress(old: QuerySet[Signal], job_id: int, run: int) -> None:
