@@ -105,7 +105,8 @@ def test_it_downsamples_to_at_most_500_points_and_refines_a_zoom(job: Job, alice
     whole = get(job.pk, alice, names="loss").json()["series"]
     assert [s["name"] for s in whole] == ["loss"] and len(whole[0]["points"]) <= 500
     start, end = T0.timestamp() + 1000, T0.timestamp() + 1300
-    zoomed = get(job.pk, alice, names="loss", **{"from": start, "to": end}).json()["series"][0]
+    zoomed = get(job.pk, alice, names="loss", **{"from": str(start), "to": str(end)})
+    zoomed = zoomed.json()["series"][0]
     in_whole = [p for p in whole[0]["points"] if start <= p[0] <= end]
     assert len(zoomed["points"]) > 2 * len(in_whole)
     assert all(start <= p[0] <= end for p in zoomed["points"])
