@@ -382,6 +382,18 @@
         return splits.map(duration);
       };
     }
+    if (setup.axis === "time") {
+      xAxis.space = 70;
+      xAxis.values = function (u, splits) {
+        var long = u.scales.x.max - u.scales.x.min > 86400;
+        var shape = long
+          ? { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" }
+          : { hour: "2-digit", minute: "2-digit" };
+        return splits.map(function (seconds) {
+          return new Date(seconds * 1000).toLocaleString(document.documentElement.lang, shape);
+        });
+      };
+    }
     return {
       width: chartWidth(figure),
       height: 200,
@@ -560,6 +572,7 @@
       }
       charts.push(makeChart(name, groups[group]));
     });
+    resize(); // a chart was sized before the next one shared its row
     root.dataset.drawn = String(charts.length);
   }
 

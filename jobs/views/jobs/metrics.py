@@ -104,7 +104,6 @@ def _words() -> dict[str, str]:
         "going_on": _("going on"),
         "table": _("Table"),
         "chart": _("Chart"),
-        "value": _("Value"),
         "events": _("Marked on the charts"),
         "no_data": _("The workload has reported no progress in this run yet."),
         "not_found": _("Not shown: the Job is gone or you may not read it."),
