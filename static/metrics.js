@@ -280,6 +280,18 @@
     return found;
   }
 
+  // On the time axis of a live run, the axis reaches the end of a spell going on (now), so a
+  // run that stopped reporting shows its Unresponsive band beyond its last point.
+  function markedUntil() {
+    if (setup.axis !== "time" || !setup.live || !answers[0]) {
+      return -Infinity;
+    }
+    var ongoing = (answers[0].spells || []).some(function (spell) {
+      return spell.to === null;
+    });
+    return ongoing ? Date.now() / 1000 : -Infinity;
+  }
+
   function drawMarks(u) {
     var ctx = u.ctx;
     var box = u.bbox;
@@ -397,7 +409,9 @@
     return {
       width: chartWidth(figure),
       height: 200,
-      scales: { x: { time: setup.axis === "time" } },
+      scales: { x: { time: setup.axis === "time", range: function (u, min, max) {
+        return [min, figure.chart && figure.chart.zoomed ? max : Math.max(max, markedUntil())];
+      } } },
       axes: [xAxis, { stroke: "#4a5361", grid: { stroke: "#e6e8eb" }, size: 56 }],
       series: series,
       legend: { live: true },
@@ -491,9 +505,9 @@
     }
     var low = u.posToVal(u.select.left, "x");
     var high = u.posToVal(u.select.left + u.select.width, "x");
+    chart.zoomed = true;
     u.setScale("x", { min: low, max: high });
     u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
-    chart.zoomed = true;
     chart.figure.removeAttribute("data-zoomed");
     if (setup.axis === "since") {
       chart.figure.dataset.zoomed = "scale";
