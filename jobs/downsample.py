@@ -15,6 +15,7 @@ Pure: plain lists in, plain lists out, no database and no clock. Two uses of one
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import NamedTuple
@@ -59,28 +60,47 @@ def downsample(
 ) -> list[Point]:
     """At most `limit` points of [start, end]: every bucket's lowest and highest, in x order
     (ties keep the earlier point). Fewer points than `limit` come back as they are."""
-    shown = in_range(points, axis, start, end)
-    if len(shown) <= limit:
-        return sorted(shown, key=lambda point: _x(point, axis))
-    buckets = max(1, limit // 2)
-    xs = [_x(point, axis) for point in shown]
-    low, high = min(xs), max(xs)
-    width = (high - low) / buckets or 1.0
-    lowest: dict[int, int] = {}
-    highest: dict[int, int] = {}
-    for index, (x, point) in enumerate(zip(xs, shown, strict=True)):
-        bucket = min(buckets - 1, int((x - low) / width))
-        if bucket not in lowest or point.value < shown[lowest[bucket]].value:
-            lowest[bucket] = index
-        if bucket not in highest or point.value > shown[highest[bucket]].value:
-            highest[bucket] = index
-    kept = sorted(set(lowest.values()) | set(highest.values()), key=lambda i: (xs[i], i))
-    return [shown[index] for index in kept]
+    placed = sorted(in_range(points, axis, None, None), key=lambda point: _x(point, axis))
+    xs = [_x(point, axis) for point in placed]
+    kept = extremes(xs, [point.value for point in placed], start, end, limit)
+    return [placed[index] for index in kept]
 
 
 def _x(point: Point, axis: Axis) -> float:
     x = point.x(axis)
     return float(x) if x is not None else 0.0
+
+
+def extremes(
+    xs: Sequence[float],
+    values: Sequence[float],
+    start: float | None = None,
+    end: float | None = None,
+    limit: int = 500,
+) -> list[int]:
+    """The indices, in order, of at most `limit` of the points whose x (`xs`, ascending) lies in
+    [start, end]: `limit // 2` buckets of equal width over the points' own span, each keeping
+    the index of its first lowest and of its first highest value. Each bucket is a slice found
+    by bisection and reduced by the built-in min and max, so a series of 10,000 points costs a
+    few hundred slices, not 10,000 steps of Python."""
+    first = bisect_left(xs, start) if start is not None else 0
+    stop = bisect_right(xs, end) if end is not None else len(xs)
+    if stop - first <= limit:
+        return list(range(first, stop))
+    buckets = max(1, limit // 2)
+    low = xs[first]
+    width = (xs[stop - 1] - low) / buckets or 1.0
+    kept: list[int] = []
+    begin = first
+    for bucket in range(1, buckets + 1):
+        end_of = stop if bucket == buckets else bisect_left(xs, low + bucket * width, begin, stop)
+        if end_of > begin:
+            part = values[begin:end_of]
+            lowest = begin + part.index(min(part))
+            highest = begin + part.index(max(part))
+            kept.extend(sorted({lowest, highest}))
+        begin = end_of
+    return kept
 
 
 Row = tuple[float, Mapping[str, float]]  # (seconds since the epoch, each series' value)

@@ -20,13 +20,14 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-from django.db.models import Max, Min, QuerySet
+import orjson
+from django.db.models import Max, Min, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from jobs.choices import SPELL_STATES
-from jobs.downsample import Axis, Point, downsample
+from jobs.downsample import Axis, Point, extremes
 from jobs.models import Job, Signal, WorkloadReport, WorkloadSpell
-from jobs.signals import progress_values
 from jobs.status.spells import ongoing
 from jobs.status.workload import Policies
 from jobs.workload import report_of, workload_of
@@ -34,7 +35,6 @@ from jobs.workload import report_of, workload_of
 MAX_POINTS = 500  # per series per request (issue 35: "at most ~500")
 MAX_NAMES = 64
 STEP, STEP_RATE = "step", "step_rate"
-METRIC_PREFIX = "metrics/"  # how jobs.signals.progress_values names a metric
 
 
 class BadQuery(ValueError):
@@ -135,18 +135,30 @@ def _signal_part(cursor: str) -> int:
     return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else 0
 
 
-Row = tuple[int, float, Mapping[str, Any]]  # (run, seconds since the epoch, progress data)
+Row = tuple[int, float, dict[str, Any]]  # (run, seconds since the epoch, progress data)
 
 
 def _progress_rows(job: Job, runs: Sequence[int], query: Query, after_pk: int) -> list[Row]:
+    """The runs' progress messages in time order. Their data comes as text, decoded by orjson
+    (a run keeps thousands of messages of up to 32 metrics: the JSONField's json.loads took most
+    of the time)."""
     found = Signal.objects.filter(job=job, run__in=runs, kind="progress", pk__gt=after_pk)
     if query.axis == Axis.TIME:
         if query.start is not None:
             found = found.filter(at__gte=datetime.fromtimestamp(query.start, UTC))
         if query.end is not None:
             found = found.filter(at__lte=datetime.fromtimestamp(query.end, UTC))
-    ordered = found.order_by("at", "pk").values_list("run", "at", "data")
-    return [(run, at.timestamp(), data) for run, at, data in ordered]
+    ordered = found.order_by("at", "pk").values_list("run", "at", Cast("data", TextField()))
+    return [(run, at.timestamp(), orjson.loads(data)) for run, at, data in ordered]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One series of one run, its points in time order."""
+
+    times: list[float]
+    steps: list[int | None]
+    values: list[float]
 
 
 def _series(rows: Sequence[Row], query: Query) -> list[dict[str, Any]]:
@@ -157,29 +169,69 @@ def _series(rows: Sequence[Row], query: Query) -> list[dict[str, Any]]:
         by_run[row[0]].append(row)
     answer = []
     for run, run_rows in sorted(by_run.items()):
-        for name, points in _named_points(run_rows).items():
-            if query.names is not None and name not in query.names:
-                continue
-            shown = downsample(points, query.axis, query.start, query.end, query.points)
-            if shown:
-                answer.append({"name": name, "run": run, "points": [list(p) for p in shown]})
+        for name, column in _columns(run_rows, query.names).items():
+            points = _downsampled(column, query)
+            if points:
+                answer.append({"name": name, "run": run, "points": points})
     return answer
 
 
-def _named_points(rows: Sequence[Row]) -> dict[str, list[Point]]:
-    named: dict[str, list[Point]] = {STEP: [], STEP_RATE: []}
-    for _run, at, data in rows:
-        step = data.get("step") if isinstance(data.get("step"), int) else None
-        for name, value in progress_values(data).items():
-            if name.startswith(METRIC_PREFIX):
-                named.setdefault(name.removeprefix(METRIC_PREFIX), []).append(
-                    Point(at, step, value)
-                )
-            elif name == STEP:
-                named[STEP].append(Point(at, step, value))
-    named[STEP_RATE] = step_rates(named[STEP])
-    metrics = sorted(name for name in named if name not in (STEP, STEP_RATE))
-    return {name: named[name] for name in (STEP, STEP_RATE, *metrics) if named[name]}
+def _columns(rows: Sequence[Row], names: frozenset[str] | None) -> dict[str, Column]:
+    """The run's series as columns: the step, the step rate, each metric (sorted by name)."""
+    times = [at for _run, at, _data in rows]
+    steps = [data.get("step") if isinstance(data.get("step"), int) else None for *_, data in rows]
+    metrics = [data.get("metrics") or {} for *_, data in rows]
+    found: set[str] = set()
+    for values in metrics:
+        found.update(values)
+    columns = {STEP: _column(times, steps, [float(s) if s is not None else None for s in steps])}
+    columns[STEP_RATE] = _rates(columns[STEP])
+    for name in sorted(found):
+        if names is None or name in names:
+            columns[name] = _column(times, steps, [values.get(name) for values in metrics])
+    return {
+        name: column
+        for name, column in columns.items()
+        if column.values and (names is None or name in names)
+    }
+
+
+def _column(times: list[float], steps: list[int | None], values: list[Any]) -> Column:
+    """The points that carry a number (a metric a message did not report is no point)."""
+    if None not in values:  # every message carried it (validated as numbers at intake)
+        return Column(times, steps, values)
+    kept = [i for i, value in enumerate(values) if value is not None]
+    return Column([times[i] for i in kept], [steps[i] for i in kept], [values[i] for i in kept])
+
+
+def _rates(steps: Column) -> Column:
+    rates = step_rates([Point(t, s, v) for t, s, v in zip(*_fields(steps), strict=True)])
+    return Column([p.t for p in rates], [p.step for p in rates], [p.value for p in rates])
+
+
+def _fields(column: Column) -> tuple[list[float], list[int | None], list[float]]:
+    return column.times, column.steps, column.values
+
+
+def _downsampled(column: Column, query: Query) -> list[list[Any]]:
+    """At most query.points [t, step, value] of the column in the query's range
+    (jobs.downsample.extremes: each bucket's lowest and highest)."""
+    order, xs = _placed(column, query.axis)
+    values = column.values if query.axis == Axis.TIME else [column.values[i] for i in order]
+    kept = extremes(xs, values, query.start, query.end, query.points)
+    return [
+        [column.times[order[k]], column.steps[order[k]], float(column.values[order[k]])]
+        for k in kept
+    ]
+
+
+def _placed(column: Column, axis: Axis) -> tuple[list[int], list[float]]:
+    """The positions of the column's points in x order, and their x: on the step axis a point
+    without a step has no place, and a run that went back to a checkpoint is sorted by step."""
+    if axis == Axis.TIME:
+        return list(range(len(column.times))), column.times
+    stepped = sorted((step, i) for i, step in enumerate(column.steps) if step is not None)
+    return [i for _, i in stepped], [float(step) for step, _ in stepped]
 
 
 def step_rates(steps: Sequence[Point]) -> list[Point]:
