@@ -31,6 +31,7 @@ from jobs.models import Job, Signal, WorkloadReport, WorkloadSpell
 from jobs.status.spells import ongoing
 from jobs.status.workload import Policies
 from jobs.workload import report_of, workload_of
+from workers.models import PodInstance
 
 MAX_POINTS = 500  # per series per request (issue 35: "at most ~500")
 MAX_NAMES = 64
@@ -88,10 +89,14 @@ def _number[N: (int, float)](text: str, name: str, kind: type[N]) -> N | None:
 # --- reading -----------------------------------------------------------------------------------
 
 
-def read(job: Job, query: Query, now: datetime | None = None) -> dict[str, Any] | None:
+def read(
+    job: Job, query: Query, now: datetime | None = None, diagnostics: bool = False
+) -> dict[str, Any] | None:
     """The answer of the series endpoint, or None when `query.after` is still the newest cursor
     (nothing new: the caller answers 204). With a cursor, the series carry only the points
-    stored since it; the checkpoints, spells, runs and restarts are whole (they are short)."""
+    stored since it; the checkpoints, spells, runs and restarts are whole (they are short).
+    `diagnostics`: the reader sees the pod instance history (jobs.diagnostics), so the pods
+    Kubernetes re-created are marked too."""
     now = now or timezone.now()
     runs = _runs(job)
     cursor = _cursor(job, now)
@@ -105,7 +110,7 @@ def read(job: Job, query: Query, now: datetime | None = None) -> dict[str, Any] 
         "checkpoints": _checkpoints(job, wanted),
         "spells": _spells(job, wanted, now),
         "runs": [{"run": run, "started_at": started} for run, started in runs],
-        "restarts": _restarts(job, wanted),
+        "restarts": _restarts(job, wanted, runs if diagnostics else None),
         "cursor": cursor,
         "x": query.axis.value,
     }
@@ -282,11 +287,15 @@ def _ongoing(job: Job, now: datetime) -> dict[str, Any] | None:
     return {"state": spell.state, "from": spell.started_at.timestamp(), "to": None, "run": job.run}
 
 
-def _restarts(job: Job, runs: Sequence[int]) -> list[dict[str, Any]]:
+def _restarts(
+    job: Job, runs: Sequence[int], started: Sequence[tuple[int, float]] | None = None
+) -> list[dict[str, Any]]:
     """When a run's process came back: a pod re-created (a new UID under a pod name that had
     reported before) or a process that said it is starting after it had reported steps (its
-    container restarted). The workload's own word, so every reader of the Job sees it; the
-    restart counts and termination reasons stay with the operators (spec §Pod and Worker)."""
+    container restarted). The workload's own word, so every reader of the Job sees it. With
+    `started` (the runs' start times; for readers who see diagnostics, spec §Pod and Worker
+    status: the instance history is the operators'), also every pod Kubernetes created again
+    under a name it had held (`pod_created`); the signal's word for the same pod then goes."""
     found = Signal.objects.filter(job=job, run__in=runs)
     lives = found.values("run", "pod", "uid").annotate(first=Min("at")).order_by("first")
     restarts: list[dict[str, Any]] = []
@@ -297,7 +306,32 @@ def _restarts(job: Job, runs: Sequence[int]) -> list[dict[str, Any]]:
             restarts.append(_restart(life["run"], life["pod"], life["first"], "recreated"))
         seen_pods.add(key)
     restarts += _process_restarts(found)
+    if started is not None:
+        created = _pods_created(job, runs, started)
+        again = {(restart["pod"], restart["run"]) for restart in created}
+        restarts = [
+            r for r in restarts if r["how"] != "recreated" or (r["pod"], r["run"]) not in again
+        ]
+        restarts += created
     return sorted(restarts, key=lambda restart: restart["t"])
+
+
+def _pods_created(
+    job: Job, runs: Sequence[int], started: Sequence[tuple[int, float]]
+) -> list[dict[str, Any]]:
+    """Each pod instance after the first of its name, at its creation, in the run it fell in."""
+    instances = PodInstance.objects.filter(task__job=job).order_by("pod_name", "first_seen_at")
+    seen: set[str] = set()
+    created = []
+    for pod, created_at, first_seen_at in instances.values_list(
+        "pod_name", "created_at", "first_seen_at"
+    ):
+        at = (created_at or first_seen_at).timestamp()
+        run = max((run for run, began in started if began <= at), default=None)
+        if pod in seen and run in runs:
+            created.append({"t": at, "pod": pod, "run": run, "how": "pod_created"})
+        seen.add(pod)
+    return created
 
 
 def _process_restarts(found: QuerySet[Signal]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 from jobs import series
 from jobs.access import get_job_for_user
 from jobs.api import BearerToken, _error
+from jobs.diagnostics import shows_diagnostics
 
 MAX_ID = 2**63 - 1
 
@@ -47,7 +48,7 @@ def job_series(request: HttpRequest, job_id: int) -> HttpResponse:
         return _error(request, 404, "No such job.")
     except series.BadQuery as error:
         return _error(request, 422, "Invalid query parameters.", errors={"query": str(error)})
-    answer = series.read(job, query)
+    answer = series.read(job, query, diagnostics=shows_diagnostics(user, job))
     if answer is None:
         return HttpResponse(status=204)
     response = HttpResponse(orjson.dumps(answer), content_type="application/json")

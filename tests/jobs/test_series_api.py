@@ -14,9 +14,10 @@ from django.test import Client
 
 from console.models import ApiToken, Cluster
 from jobs.choices import JobPhase, WorkloadState
-from jobs.models import Job, Signal
+from jobs.models import Job, Signal, Task
 from jobs.signals import BATCH
 from jobs.workload import record
+from workers.models import PodInstance
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 POD = "ppo-head-0"
@@ -165,3 +166,23 @@ def test_it_overlays_every_run_with_run_all(job: Job, alice: User) -> None:
 def test_it_refuses_a_query_it_cannot_answer(job: Job, alice: User, params: Any) -> None:
     response = get(job.pk, alice, **params)
     assert response.status_code == 422 and response.json()["errors"]["query"]
+
+
+def test_operators_also_see_the_pods_kubernetes_created_again(
+    job: Job, alice: User, olga: User
+) -> None:
+    """Spec §Pod and Worker status: the instance history is for authorised operators. A member
+    sees the workload's word (the pod spoke under a new UID); an operator sees when Kubernetes
+    created the pod again, in its place."""
+    trained(job)
+    task = Task.objects.create(job=job, role="head", template={})
+    for uid, minutes in (("k-1", -1), ("k-2", 49)):
+        at = T0 + timedelta(minutes=minutes)
+        PodInstance.objects.create(task=task, uid=uid, pod_name=POD, phase="Running",
+                                   created_at=at, first_seen_at=at, last_seen_at=at)  # fmt: skip
+    with time_machine.travel(T0 + timedelta(minutes=70), tick=False):
+        members = get(job.pk, alice).json()["restarts"]
+        operators = get(job.pk, olga).json()["restarts"]
+    assert [r["how"] for r in members] == ["recreated"]
+    created = (T0 + timedelta(minutes=49)).timestamp()
+    assert operators == [{"t": created, "pod": POD, "run": 1, "how": "pod_created"}]

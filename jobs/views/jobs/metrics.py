@@ -101,6 +101,7 @@ def _words() -> dict[str, str]:
         "checkpoint": _("Checkpoint at step {step}: {path}"),
         "recreated": _("{pod} re-created"),
         "restarted": _("{pod} restarted"),
+        "pod_created": _("{pod}: a new pod (Kubernetes)"),
         "going_on": _("going on"),
         "table": _("Table"),
         "chart": _("Chart"),
