@@ -1,6 +1,7 @@
 """The Metrics tab in a browser (issue 35, "Show"): a run with checkpoints, a stall and a
-restart drawn, zoomed (the finer points asked for and drawn), and compared with an earlier run
-and a clone; in English and 简体中文 at 1400 px and 390 px, pictures kept and looked at."""
+restart drawn, zoomed (the finer points asked for and drawn), a new step appended while the
+tab is open (the same charts, asked by cursor), and compared with an earlier run and a clone;
+in English and 简体中文 at 1400 px and 390 px, pictures kept and looked at."""
 
 from __future__ import annotations
 
@@ -140,6 +141,13 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
     reward.screenshot(path=str(screenshots / "metrics-zoomed-table-zh-1400.png"))
     reward.locator(".u-over").dblclick()
     expect(reward).not_to_have_attribute("data-zoomed", re.compile(".*"))
+    # live: a new step is appended to the charts drawn (the same elements), asked by cursor
+    step_chart = page.locator('figure[data-series="step"]')
+    step_chart.evaluate("figure => { figure.dataset.kept = 'yes'; }")
+    say(job, 2, timezone.now(), f"{job.pk}-2-b", {"kind": "progress", "step": 300})
+    appended = page.locator("#metrics")
+    expect(appended).to_have_attribute("data-appended", re.compile("."), timeout=15_000)
+    expect(step_chart).to_have_attribute("data-kept", "yes")
     for language, width, suffix in (("en", 1400, "en-1400"), ("zh-hans", 390, "zh-390")):
         page.context.add_cookies([{"name": "django_language", "value": language, "url": base}])
         page.set_viewport_size({"width": width, "height": 900})
