@@ -112,6 +112,7 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
     base = str(live_server)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda line: errors.append(line.text) if line.type == "error" else None)
     log_in(page, base)
     views = (("en", 1400, "en-1400"), ("zh-hans", 390, "zh-390"), ("en", 390, "en-390"),
              ("zh-hans", 1400, "zh-1400"))  # fmt: skip
