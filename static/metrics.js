@@ -292,6 +292,12 @@
     return ongoing ? Date.now() / 1000 : -Infinity;
   }
 
+  // Where a label starting at `x` is drawn so that it ends inside the plot (at 390 px a label
+  // near the right edge would be cut).
+  function inside(ctx, box, text, x) {
+    return Math.max(box.left, Math.min(x, box.left + box.width - ctx.measureText(text).width - 2));
+  }
+
   function drawMarks(u) {
     var ctx = u.ctx;
     var box = u.bbox;
@@ -318,7 +324,7 @@
         ctx.fillRect(from, box.top, to - from, box.height);
         ctx.globalAlpha = 1;
         ctx.fillStyle = mark.colour;
-        ctx.fillText(mark.text, from + 3 * ratio, box.top + 3 * ratio);
+        ctx.fillText(mark.text, inside(ctx, box, mark.text, from + 3 * ratio), box.top + 3 * ratio);
         return;
       }
       if (x0 < box.left || x0 > box.left + box.width) {
@@ -338,7 +344,7 @@
       ctx.stroke();
       ctx.setLineDash([]);
       ctx.fillStyle = "#4a5361";
-      ctx.fillText(mark.text, x0 + 3 * ratio, box.top + 18 * ratio);
+      ctx.fillText(mark.text, inside(ctx, box, mark.text, x0 + 3 * ratio), box.top + 18 * ratio);
     });
     ctx.restore();
   }
