@@ -174,8 +174,9 @@ def _series(rows: Sequence[Row], query: Query) -> list[dict[str, Any]]:
         by_run[row[0]].append(row)
     answer = []
     for run, run_rows in sorted(by_run.items()):
+        placings: dict[int, tuple[list[int], list[float]]] = {}  # columns sharing their steps
         for name, column in _columns(run_rows, query.names).items():
-            points = _downsampled(column, query)
+            points = _downsampled(column, query, placings)
             if points:
                 answer.append({"name": name, "run": run, "points": points})
     return answer
@@ -190,7 +191,8 @@ def _columns(rows: Sequence[Row], names: frozenset[str] | None) -> dict[str, Col
     for values in metrics:
         found.update(values)
     columns = {STEP: _column(times, steps, [float(s) if s is not None else None for s in steps])}
-    columns[STEP_RATE] = _rates(columns[STEP])
+    if names is None or STEP_RATE in names:
+        columns[STEP_RATE] = _rates(columns[STEP])
     for name in sorted(found):
         if names is None or name in names:
             columns[name] = _column(times, steps, [values.get(name) for values in metrics])
@@ -218,10 +220,15 @@ def _fields(column: Column) -> tuple[list[float], list[int | None], list[float]]
     return column.times, column.steps, column.values
 
 
-def _downsampled(column: Column, query: Query) -> list[list[Any]]:
+def _downsampled(
+    column: Column, query: Query, placings: dict[int, tuple[list[int], list[float]]]
+) -> list[list[Any]]:
     """At most query.points [t, step, value] of the column in the query's range
-    (jobs.downsample.extremes: each bucket's lowest and highest)."""
-    order, xs = _placed(column, query.axis)
+    (jobs.downsample.extremes: each bucket's lowest and highest). The columns of one run share
+    their steps' list when every message carried them: their x order is found once."""
+    if id(column.steps) not in placings:
+        placings[id(column.steps)] = _placed(column, query.axis)
+    order, xs = placings[id(column.steps)]
     values = column.values if query.axis == Axis.TIME else [column.values[i] for i in order]
     kept = extremes(xs, values, query.start, query.end, query.points)
     return [
