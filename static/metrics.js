@@ -401,12 +401,15 @@
       };
     }
     if (setup.axis === "time") {
-      xAxis.space = 70;
-      xAxis.values = function (u, splits) {
-        var long = u.scales.x.max - u.scales.x.min > 86400;
-        var shape = long
-          ? { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" }
-          : { hour: "2-digit", minute: "2-digit" };
+      xAxis.space = 80;
+      // uPlot gives the step between two ticks (seconds): the labels show what changes.
+      xAxis.values = function (u, splits, axis, space, step) {
+        var shape = { hour: "2-digit", minute: "2-digit" };
+        if (u.scales.x.max - u.scales.x.min > 86400) {
+          shape = { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit" };
+        } else if (step < 60) {
+          shape = { hour: "2-digit", minute: "2-digit", second: "2-digit" };
+        }
         return splits.map(function (seconds) {
           return new Date(seconds * 1000).toLocaleString(document.documentElement.lang, shape);
         });
