@@ -21,12 +21,19 @@ def task(role: str, command: list[str], **fields: Any) -> dict[str, Any]:
 HEAD = "ppo-math-7b-head-0.ppo-math-7b-head"  # the head pod's stable DNS name (headless Service)
 BAD_IMAGE = "registry.example/nonexistent:1"
 
+# After step 30, four minutes without a step while the heartbeats go on (sim train --pause-at).
+PAUSE = ["--pause-at", "30", "--pause-seconds", "240"]
+
 # `sim train` (simcluster/README.md) prints RLinf's metric tables and posts the workload's
 # signals to the console at TRAINYARD_PUBLIC_URL, which `make run` points at its web server.
 DEMO_JOBS: list[dict[str, Any]] = [
-    {  # Training that progresses for hours: Progressing, with checkpoints every 50 steps.
+    {  # Training that progresses for hours: Progressing, with checkpoints every 50 steps; its
+        # curves on the Metrics tab: a return that rises, a loss that falls, and after step 30
+        # (2.5 minutes in) four minutes without a step, heartbeats going on: Stalled from a
+        # minute into the pause until training resumes (a shaded band).
         "name": "grpo-embodied",
-        "tasks": [task("trainer", ["sim", "train", "2000", "--checkpoint-every", "50"])],
+        "tasks": [task("trainer", ["sim", "train", "2000", "--checkpoint-every", "50", *PAUSE])],
+        "policies": {"stall_after_seconds": 60},
     },
     {  # A trainer that deadlocks after step 12 (a minute in), its pods still Running: Stalled a
         # minute later, Unresponsive after three silent heartbeat intervals (3 minutes).

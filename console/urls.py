@@ -4,6 +4,7 @@ from django.urls import include, path
 from console import api_platform  # noqa: F401 (the operators' endpoints on `api`)
 from console.views.login import login
 from jobs.api import api
+from jobs.series_api import job_series
 from notify import api as notify_api  # noqa: F401 (/channels and /subscriptions on `api`)
 
 handler500 = "console.errors.server_error"
@@ -13,6 +14,7 @@ urlpatterns = [
     path("accounts/login/", login, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("api/v1/jobs/<int:job_id>/series", job_series, name="api-job-series"),
     path("api/v1/", api.urls),
     path("", include("console.web_urls")),
 ]

@@ -21,6 +21,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", jobs.job_detail, name="job"),
     path("jobs/<int:pk>/clone/", jobs.job_clone, name="job_clone"),
     path("jobs/<int:pk>/record/", jobs.job_record, name="job_record"),
+    path("jobs/<int:pk>/metrics/", jobs.job_metrics, name="job_metrics"),
     path("jobs/<int:pk>/logs/", jobs.job_logs, name="job_logs"),
     path("jobs/<int:pk>/logs/download/", jobs.job_logs_download, name="job_logs_download"),
     path("jobs/<int:pk>/stop/", jobs.job_stop, name="job_stop"),

@@ -106,6 +106,11 @@ class WorkloadState(models.TextChoices):
     LOST = "Lost", _("Lost")
 
 
+# The workload states a chart shades as spells (jobs.status.spells).
+SPELL_STATES = frozenset(
+    {WorkloadState.STALLED, WorkloadState.UNRESPONSIVE, WorkloadState.DEGRADED}
+)
+
 # The workload states that need a look: first in the dashboard's attention list.
 WORKLOAD_ATTENTION = frozenset(
     {

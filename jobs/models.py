@@ -13,7 +13,15 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from console.models import Cluster, Project
-from jobs.choices import Action, JobPhase, SignalSource, TaskKind, TaskPhase, WorkflowPhase
+from jobs.choices import (
+    Action,
+    JobPhase,
+    SignalSource,
+    TaskKind,
+    TaskPhase,
+    WorkflowPhase,
+    WorkloadState,
+)
 from jobs.status.lifecycle import counted_phase
 
 
@@ -299,6 +307,27 @@ class WorkloadReport(models.Model):
     # When the run's signals were last compacted (jobs.workload.intake.compact): the fold that finds
     # it a minute old compacts them, under this row's lock, so once a minute for every web process.
     compacted_at = models.DateTimeField(_("signals compacted at"), null=True, blank=True)
+    # The Job's workload policies (jobs.status.workload.Policies), copied from its spec when the
+    # run's first message arrives: the fold judges the spells it records with them.
+    policies = models.JSONField(_("workload policies"), default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"workload of job {self.job_id} (run {self.run})"
+
+
+class WorkloadSpell(models.Model):
+    """A time a run's workload was Stalled, Unresponsive or Degraded, recorded by the fold when
+    the message that ended it arrived (jobs.workload.report): the bands a chart shades. A spell
+    still going on is not stored: it is the state derived now (jobs.status.workload)."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="spells")
+    run = models.PositiveIntegerField(_("run"))
+    state = models.CharField(_("state"), max_length=16, choices=WorkloadState.choices)
+    started_at = models.DateTimeField(_("started at"))
+    ended_at = models.DateTimeField(_("ended at"))
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "run", "started_at"], name="spell_job_run")]
+
+    def __str__(self) -> str:
+        return f"{self.state} {self.started_at:%Y-%m-%d %H:%M}"

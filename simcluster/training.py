@@ -49,6 +49,8 @@ class TrainOptions:
     nodes: int = 1
     heartbeat_seconds: float = 10.0
     hang_at: int | None = None
+    pause_at: int | None = None  # after this step, no step for pause_seconds (heartbeats go on)
+    pause_seconds: float = 0.0
     fail_at: int | None = None
     exit_code: int = 1
     signals: bool = True
@@ -72,6 +74,8 @@ VALUED: dict[str, tuple[str, type]] = {
     "--nodes": ("nodes", int),
     "--heartbeat-seconds": ("heartbeat_seconds", float),
     "--hang-at": ("hang_at", int),
+    "--pause-at": ("pause_at", int),
+    "--pause-seconds": ("pause_seconds", float),
     "--fail-at": ("fail_at", int),
     "--exit-code": ("exit_code", int),
 }
@@ -101,6 +105,8 @@ def parse_train(args: list[str]) -> TrainOptions:
 def _checked(options: TrainOptions) -> TrainOptions:
     positive = (options.steps, options.nodes, options.step_seconds, options.heartbeat_seconds)
     ats = [at for at in (options.hang_at, options.fail_at) if at is not None]
+    if options.pause_seconds < 0 or (options.pause_at is not None) != (options.pause_seconds > 0):
+        raise ValueError("--pause-at K goes with --pause-seconds S > 0")
     if min(positive) <= 0 or options.checkpoint_every < 0 or any(at < 1 for at in ats):
         raise ValueError("counts, steps and seconds must be positive")
     if not 1 <= options.exit_code <= 255:
@@ -125,11 +131,19 @@ def steps_done(options: TrainOptions, training_from: float | None, now: float) -
     if training_from is None:
         return 0
     count = math.floor((now - training_from) / options.step_seconds + EPSILON)
+    if options.pause_at is not None and count > options.pause_at:
+        paused = now - training_from - options.pause_seconds
+        count = max(options.pause_at, math.floor(paused / options.step_seconds + EPSILON))
     return max(0, min(count, options.last_step))
 
 
 def step_at(options: TrainOptions, training_from: float, step: int) -> float:
-    return training_from + step * options.step_seconds
+    """When `step` is done: every step_seconds, and after a pause (--pause-at K: a trainer that
+    stalls for a while and recovers, heartbeats going on) later by the pause."""
+    paused = (
+        options.pause_seconds if options.pause_at is not None and step > options.pause_at else 0
+    )
+    return training_from + step * options.step_seconds + paused
 
 
 def metrics(command: str, step: int) -> dict[str, float]:

@@ -198,7 +198,7 @@ def judge(
         quiet_for = Message("workload.quiet", {"seconds": round(quiet), "limit": limit})
         return WorkloadState.UNRESPONSIVE, _newest_kind(latest), quiet_for
     ray = latest.get("ray")
-    if ray and ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0):
+    if ray and degraded(ray):
         alive = {"alive": ray["alive_nodes"], "expected": ray["expected_nodes"]}
         if _gathering(latest):
             return WorkloadState.STARTING, "ray", Message("workload.gathering", alive)
@@ -207,7 +207,7 @@ def judge(
     if phase.get("phase") in STARTING_PHASES and phase["at"] > latest.get("progress", phase)["at"]:
         return WorkloadState.STARTING, "phase", Message("workload.phase", {"phase": phase["phase"]})
     if "progress" in latest:
-        since = _stall_clock(report)
+        since = stall_clock(report)
         idle = (now - since).total_seconds() if since else 0.0
         threshold = stall_threshold(policies, typical_step_seconds(report))
         step = int(latest["progress"].get("step", 0))
@@ -243,7 +243,7 @@ def next_turn_at(
         return None
     silence = MISSED_HEARTBEATS * policies.heartbeat_seconds
     moments = [report.last_received_at + timedelta(seconds=silence)]
-    since = _stall_clock(report) if "progress" in report.latest else None
+    since = stall_clock(report) if "progress" in report.latest else None
     if since is not None:
         threshold = stall_threshold(policies, typical_step_seconds(report))
         moments.append(since + timedelta(seconds=threshold))
@@ -251,7 +251,14 @@ def next_turn_at(
     return min(coming) if coming else None
 
 
-def _stall_clock(report: Report) -> datetime | None:
+def degraded(ray: Mapping[str, Any] | None) -> bool:
+    """A Ray report naming fewer nodes alive than expected."""
+    if not ray:
+        return False
+    return bool(ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0))
+
+
+def stall_clock(report: Report) -> datetime | None:
     """When the last step advance was received, or the workload's last pause (a checkpoint
     or an evaluation) began, whichever is later."""
     advanced = report.time("progress", "advanced_at")

@@ -8,10 +8,10 @@ Messages are validated per kind; (pod, uid, seq) is unique, so a resent message 
 and, whatever it carries, changes nothing (an insert that ignores conflicts and returns the keys
 that went in, safe under concurrency; only those are folded). Old heartbeats and Ray reports are
 compacted to the latest per pod UID, progress is thinned to a bounded number of points per Job
-run, and the other kinds keep their latest few, at most once a minute per Job run (decided under
-the Job report's row lock, so for every web process together): over a 3-day run the table stays
-bounded and most requests compact nothing: one INSERT, then the fold into the Job's report
-(jobs.workload.report), in one transaction.
+run keeping every bucket's extremes (jobs.downsample), and the other kinds keep their latest
+few, at most once a minute per Job run (decided under the Job report's row lock, so for every
+web process together): over a 3-day run the table stays bounded and most requests compact
+nothing: one INSERT, then the fold into the Job's report (jobs.workload.report), in one transaction.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.core.cache import cache
@@ -30,13 +30,15 @@ from django.db.models.constants import OnConflict
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
 
-from jobs.models import Signal
+from jobs.downsample import thin_rows
+from jobs.models import Signal, WorkloadSpell
 
 MAX_BATCH = 100
 MAX_METRICS = 32
 KEEP_LATEST = 100  # phase, checkpoint and completion messages kept per Job run
 LATEST_ONLY = ("heartbeat", "ray")  # only the newest per pod UID matters
 KEEP_LATEST_KINDS = ("phase", "checkpoint", "completion")
+KEEP_SPELLS = 500  # Stalled / Unresponsive / Degraded spells kept per Job run (the newest)
 
 # --- the token ---------------------------------------------------------------------------------
 
@@ -218,6 +220,7 @@ def compact(job_id: int, run: int, now: datetime) -> None:
     _thin_progress(old.filter(kind="progress"), job_id, run)
     for kind in KEEP_LATEST_KINDS:
         _keep_latest(old.filter(kind=kind), job_id, run, kind)
+    _keep_latest_spells(job_id, run)
 
 
 def _keep_newest_per_pod(old: QuerySet[Signal]) -> None:
@@ -237,25 +240,41 @@ def _keep_latest(old: QuerySet[Signal], job_id: int, run: int, kind: str) -> Non
     old.exclude(pk__in=list(kept)).delete()
 
 
+def _keep_latest_spells(job_id: int, run: int) -> None:
+    """A run that flaps between states records a spell each time: the newest KEEP_SPELLS stay."""
+    mine = WorkloadSpell.objects.filter(job_id=job_id, run=run)
+    if mine.count() <= KEEP_SPELLS:
+        return
+    kept = mine.order_by("-started_at", "-pk").values_list("pk", flat=True)[:KEEP_SPELLS]
+    mine.exclude(pk__in=list(kept)).delete()
+
+
 def _thin_progress(old: QuerySet[Signal], job_id: int, run: int) -> None:
-    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points, the old ones keep the first of each slice
-    of time, slices aligned and a power of two seconds wide so that at most half the limit of
-    them cover the span: the history keeps its shape over the whole run, at a resolution that
-    coarsens as the run grows (aligned slices nest, so a later pass never undoes an earlier)."""
+    """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points in the run, the old ones are thinned to at
+    most half that many, keeping in each aligned slice of time its first point and the points
+    holding the lowest and the highest value of every series (step, step time, each metric:
+    jobs.downsample.thin_rows), so a spike or a dip outlives the compaction, the history keeps
+    its shape over the whole run, and a finished run keeps thousands of points."""
     limit = settings.TRAINYARD_SIGNAL_PROGRESS_POINTS
     if Signal.objects.filter(job_id=job_id, run=run, kind="progress").count() <= limit:
         return
-    points = list(old.order_by("at", "pk").values_list("pk", "at"))
-    if len(points) < 2:
-        return
-    width, span = 1, (points[-1][1] - points[0][1]).total_seconds()
-    while span / width > limit // 2 - 1:
-        width *= 2
-    seen: set[int] = set()
-    gone = []
-    for pk, at in points:
-        bucket = int(at.timestamp()) // width
-        if bucket in seen:
-            gone.append(pk)
-        seen.add(bucket)
-    Signal.objects.filter(pk__in=gone).delete()
+    points = list(old.order_by("at", "pk").values_list("pk", "at", "data"))
+    rows = [(at.timestamp(), progress_values(data)) for _, at, data in points]
+    kept = set(thin_rows(rows, limit // 2))
+    gone = [point[0] for index, point in enumerate(points) if index not in kept]
+    for start in range(0, len(gone), 1000):  # bounded statements (SQLite's parameter limit)
+        Signal.objects.filter(pk__in=gone[start : start + 1000]).delete()
+
+
+def progress_values(data: Mapping[str, Any]) -> dict[str, float]:
+    """A stored progress message's series and their values: `step`, `step_seconds` and each
+    metric by its name (a metric named like them is shadowed: metrics are checked as numbers)."""
+    values = {
+        f"metrics/{name}": float(value)
+        for name, value in (data.get("metrics") or {}).items()
+        if isinstance(value, int | float)
+    }
+    for name in ("step", "step_seconds"):
+        if isinstance(data.get(name), int | float):
+            values[name] = float(data[name])
+    return values

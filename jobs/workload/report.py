@@ -26,10 +26,19 @@ from django.utils import timezone
 from console.statements import Statement
 from jobs.choices import Action, JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
-from jobs.models import Job, Workflow, WorkloadReport
+from jobs.models import Job, Workflow, WorkloadReport, WorkloadSpell
 from jobs.records import Result, record_operation
 from jobs.status.lifecycle import TransitionRefused, phase_after_stop
-from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive, judge
+from jobs.status.spells import Spell, ended_degraded, ended_quiet, ended_stall
+from jobs.status.workload import (
+    RECENT_STEPS,
+    Policies,
+    Report,
+    Workload,
+    degraded,
+    derive,
+    judge,
+)
 from jobs.workload import intake
 from jobs.workload.intake import COMMON, SignalBase
 from notify import record as notify_record
@@ -127,12 +136,20 @@ def fold(
         if report.run > run:  # a late word from an earlier run: the report is the current one's
             return Folded("", compact=False)
         before = _rarely_changed(report)
-        if report.run < run:
+        new_run = report.run < run
+        if new_run:
             report.run, report.first_received_at, report.outcome = run, now, ""
             report.latest, report.steps = {}, []
+            report.policies = _job_policies(job_id)
+        policies = Policies.of({"policies": report.policies})
+        quiet = None if new_run else ended_quiet(report.last_received_at, now, policies)
+        spells = [quiet] if quiet else []
         outcome = ""
         for item in sorted(items, key=lambda item: item.at or now):
-            outcome = _fold_one(report, _entry(item, source, now), item.at or now) or outcome
+            entry = _entry(item, source, now)
+            spells += _ended_by(report, entry, policies, now, quiet)
+            outcome = _fold_one(report, entry, item.at or now) or outcome
+        _record_spells(job_id, run, spells)
         report.last_received_at = max(report.last_received_at, now)
         compact = report.compacted_at is None or now - report.compacted_at >= intake.COMPACT_EVERY
         if compact:
@@ -145,7 +162,7 @@ def fold(
     return Folded(outcome, compact)
 
 
-RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome", "compacted_at")
+RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome", "compacted_at", "policies")
 
 
 def _rarely_changed(report: WorkloadReport) -> dict[str, Any]:
@@ -159,8 +176,9 @@ def _locked_report(job_id: int, run: int, now: datetime) -> WorkloadReport:
     found = _LOCKED_REPORT.first(job_id)
     if found is None:
         blank = WorkloadReport(
-            job_id=job_id, run=run, first_received_at=now, last_received_at=now, compacted_at=now
-        )
+            job_id=job_id, run=run, first_received_at=now, last_received_at=now,
+            compacted_at=now, policies=_job_policies(job_id),
+        )  # fmt: skip
         WorkloadReport.objects.bulk_create([blank], ignore_conflicts=True)
         found = _LOCKED_REPORT.first(job_id)
     return WorkloadReport.from_db("default", _REPORT_FIELDS, found)
@@ -175,6 +193,51 @@ _LOCKED_REPORT = Statement(
     ),
     int,
 )
+
+
+def _job_policies(job_id: int) -> dict[str, Any]:
+    """The Job's workload policies as its spec gives them (read once per run)."""
+    spec = Job.objects.filter(pk=job_id).values_list("spec", flat=True).first() or {}
+    return dict(spec.get("policies") or {})
+
+
+def _ended_by(
+    report: WorkloadReport,
+    entry: dict[str, Any],
+    policies: Policies,
+    now: datetime,
+    quiet: Spell | None,
+) -> list[Spell]:
+    """The spells this message ends, judged before it is folded (jobs.status.spells): a step
+    advance ends a stall, a Ray report with every node alive ends a degradation (and a
+    degraded one keeps when the degradation began)."""
+    kind, latest = entry["kind"], report.latest
+    previous = latest.get(kind)
+    if previous is not None and previous["at"] > entry["at"]:
+        return []  # a late message: folded as nothing, ends nothing
+    if kind == "progress" and previous is not None and previous["step"] != entry["step"]:
+        until = quiet.started_at if quiet else None
+        stall = ended_stall(_as_report(report), policies, now, until)
+        return [stall] if stall else []
+    if kind == "ray":
+        if degraded(entry):
+            kept = previous.get("degraded_since") if previous and degraded(previous) else None
+            entry["degraded_since"] = kept or entry["received_at"]
+        ended = ended_degraded(previous, entry, now)
+        return [ended] if ended else []
+    return []
+
+
+def _record_spells(job_id: int, run: int, spells: Sequence[Spell]) -> None:
+    if spells:
+        WorkloadSpell.objects.bulk_create(
+            WorkloadSpell(
+                job_id=job_id, run=run, state=spell.state, started_at=spell.started_at,
+                ended_at=spell.ended_at,
+            )
+            for spell in spells
+            if spell.ended_at is not None
+        )  # fmt: skip
 
 
 def _fold_one(report: WorkloadReport, entry: dict[str, Any], at: datetime) -> str:
@@ -223,8 +286,10 @@ REPORT_FIELDS = ("run", "first_received_at", "last_received_at", "latest", "step
 
 
 def report_of(row: WorkloadReport | None) -> Report | None:
-    if row is None:
-        return None
+    return None if row is None else _as_report(row)
+
+
+def _as_report(row: WorkloadReport) -> Report:
     return Report(**{name: getattr(row, name) for name in REPORT_FIELDS})
 
 

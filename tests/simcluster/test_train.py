@@ -257,6 +257,24 @@ def test_a_hang_stops_every_post_and_every_line(
     assert status.phase == "Running" and status.container_statuses[0].ready
 
 
+def test_a_pause_stops_the_steps_for_a_while_but_not_the_heartbeats(
+    sim: SimCluster, kube: Kube, receiver: Receiver
+) -> None:
+    """`--pause-at 2 --pause-seconds 60` (the demo's stall that recovers, issue 35): steps 1
+    and 2 at 5 s and 10 s, then nothing until 70 s but heartbeats, then step 3 at 75 s."""
+    command = ["100", "--step-seconds", "5", "--pause-at", "2", "--pause-seconds", "60",
+               "--heartbeat-seconds", "10"]  # fmt: skip
+    create_pod(kube, "ppo-head-0", command, receiver.url)
+    settle(sim, 60)
+    assert [m["step"] for m in receiver.of("ppo-head-0", "progress")] == [1, 2]
+    beats = len(receiver.of("ppo-head-0", "heartbeat"))
+    settle(sim, 30)
+    progress = receiver.of("ppo-head-0", "progress")
+    assert [m["step"] for m in progress][:3] == [1, 2, 3]
+    assert len(receiver.of("ppo-head-0", "heartbeat")) > beats
+    assert steps_printed(log(kube, "ppo-head-0"))[:3] == [1, 2, 3]
+
+
 def test_a_failure_posts_a_failed_completion_and_writes_the_termination_message(
     sim: SimCluster, kube: Kube, receiver: Receiver
 ) -> None:

@@ -130,6 +130,13 @@ PAGES: dict[str, list[Call]] = {
         Call("302 404 403 502 404 502 502", ids=JOB, query=f"?pod={POD}"),
         Call("302 404 403 404 404 404 404", ids=JOB, query="?pod=someone-else-0"),
     ],
+    # Metrics: the page as the Job's; its series (GET /api/v1/jobs/{id}/series) with the
+    # session too, JSON 401 without one (tests/jobs/test_series_api.py: with a token).
+    "job_metrics": [Call(READ_VISION, ids=JOB), Call(READ_VISION, ids=JOB, query="?runs=all")],
+    "api-job-series": [
+        Call("401 404 200 200 404 200 200", ids={"job_id": "job"}),
+        Call("401 404 200 200 404 200 200", ids={"job_id": "job"}, query="?x=step&run=all"),
+    ],
     "job_stop": [Call(OPERATE_JOB, "post", ids=JOB), Call(NOT_GET, ids=JOB)],
     "job_resume": [Call(OPERATE_JOB, "post", ids=JOB), Call(NOT_GET, ids=JOB)],
     "job_delete": [

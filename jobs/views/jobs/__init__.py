@@ -6,6 +6,7 @@ from jobs.views.jobs.detail import job_detail, job_record
 from jobs.views.jobs.form import job_clone, job_new
 from jobs.views.jobs.listing import job_list
 from jobs.views.jobs.logs import job_logs, job_logs_download
+from jobs.views.jobs.metrics import job_metrics
 
 __all__ = [
     "job_clone",
@@ -14,6 +15,7 @@ __all__ = [
     "job_list",
     "job_logs",
     "job_logs_download",
+    "job_metrics",
     "job_new",
     "job_record",
     "job_resume",

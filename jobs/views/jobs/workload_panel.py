@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
 from typing import Any
 
 from django.utils.timesince import timeuntil
 from django.utils.translation import gettext as _
 
+from jobs import series
 from jobs.messages import encode
 from jobs.models import Job, Signal
 from jobs.workload.report import describe, workload_of
@@ -80,14 +80,13 @@ def _sparkline(label: str, series: list[tuple[float, float]]) -> Sparkline | Non
 
 
 def step_rates(points: Sequence[Point]) -> list[tuple[float, float]]:
-    """Steps per minute between consecutive points that moved forward in time (a step that went
-    back, a restart from a checkpoint, gives no rate)."""
-    rates = []
-    for (t0, before), (t1, after) in pairwise(points):
-        s0, s1 = before.get("step"), after.get("step")
-        if t1 > t0 and isinstance(s0, int) and isinstance(s1, int) and s1 >= s0:
-            rates.append((t1, (s1 - s0) / (t1 - t0) * 60))
-    return rates
+    """Steps per minute between consecutive points (jobs.series.step_rates)."""
+    steps = [
+        series.Point(t, data["step"], float(data["step"]))
+        for t, data in points
+        if isinstance(data.get("step"), int)
+    ]
+    return [(rate.t, rate.value) for rate in series.step_rates(steps)]
 
 
 def sparklines(points: Sequence[Point], metrics: Mapping[str, float]) -> list[Sparkline]:

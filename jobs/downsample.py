@@ -1,0 +1,149 @@
+"""Fewer points that keep what a reader looks for: spikes and dips (docs/decisions.md, "Charts:
+min/max per bucket").
+
+Pure: plain lists in, plain lists out, no database and no clock. Two uses of one idea:
+
+- `downsample`: one series for one chart. The range asked for (the whole run, or what the reader
+  zoomed to) is cut into `limit // 2` buckets of equal width on the x axis (time or step), and
+  each bucket keeps its lowest and its highest point. A spike survives whatever the zoom, and a
+  narrower range has narrower buckets, so zooming in refines.
+- `thin_rows`: the compaction of a run's stored progress (jobs.workload.intake). A stored row
+  carries every series at once (step, step time, each metric), so a row is kept when it is the
+  first of its time slice or holds the lowest or the highest value of any series in it; the slices
+  are widened until the kept rows fit the limit.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class Axis(StrEnum):
+    TIME = "time"
+    STEP = "step"
+
+
+class Point(NamedTuple):
+    """One value of one series: when it was reported, at which step, and the value."""
+
+    t: float  # seconds since the epoch
+    step: int | None
+    value: float
+
+    def x(self, axis: Axis) -> float | None:
+        return self.t if axis == Axis.TIME else self.step
+
+
+def in_range(
+    points: Sequence[Point], axis: Axis, start: float | None, end: float | None
+) -> list[Point]:
+    """The points whose x lies in [start, end] (either bound may be open); on the step axis a
+    point without a step has no place."""
+    kept = []
+    for point in points:
+        x = point.x(axis)
+        if x is None or (start is not None and x < start) or (end is not None and x > end):
+            continue
+        kept.append(point)
+    return kept
+
+
+def downsample(
+    points: Sequence[Point],
+    axis: Axis = Axis.TIME,
+    start: float | None = None,
+    end: float | None = None,
+    limit: int = 500,
+) -> list[Point]:
+    """At most `limit` points of [start, end]: every bucket's lowest and highest, in x order
+    (ties keep the earlier point). Fewer points than `limit` come back as they are."""
+    placed = sorted(in_range(points, axis, None, None), key=lambda point: _x(point, axis))
+    xs = [_x(point, axis) for point in placed]
+    kept = extremes(xs, [point.value for point in placed], start, end, limit)
+    return [placed[index] for index in kept]
+
+
+def _x(point: Point, axis: Axis) -> float:
+    x = point.x(axis)
+    return float(x) if x is not None else 0.0
+
+
+def extremes(
+    xs: Sequence[float],
+    values: Sequence[float],
+    start: float | None = None,
+    end: float | None = None,
+    limit: int = 500,
+) -> list[int]:
+    """The indices, in order, of at most `limit` of the points whose x (`xs`, ascending) lies in
+    [start, end]: `limit // 2` buckets of equal width over the points' own span, each keeping
+    the index of its first lowest and of its first highest value. Each bucket is a slice found
+    by bisection and reduced by the built-in min and max, so a series of 10,000 points costs a
+    few hundred slices, not 10,000 steps of Python."""
+    first = bisect_left(xs, start) if start is not None else 0
+    stop = bisect_right(xs, end) if end is not None else len(xs)
+    if stop - first <= limit:
+        return list(range(first, stop))
+    buckets = max(1, limit // 2)
+    low = xs[first]
+    width = (xs[stop - 1] - low) / buckets or 1.0
+    kept: list[int] = []
+    begin = first
+    for bucket in range(1, buckets + 1):
+        end_of = stop if bucket == buckets else bisect_left(xs, low + bucket * width, begin, stop)
+        if end_of > begin:
+            part = values[begin:end_of]
+            lowest = begin + part.index(min(part))
+            highest = begin + part.index(max(part))
+            kept.extend(sorted({lowest, highest}))
+        begin = end_of
+    return kept
+
+
+Row = tuple[float, Mapping[str, float]]  # (seconds since the epoch, each series' value)
+
+
+def slice_extremes(rows: Sequence[Row], width: int) -> list[int]:
+    """The indices of the rows kept with time slices `width` seconds wide, aligned on multiples
+    of it: each slice's first row and, per series, its first lowest and its last highest row
+    (so a flat series keeps both ends of its slice)."""
+    kept: set[int] = set()
+    lowest: dict[tuple[int, str], tuple[float, int]] = {}
+    highest: dict[tuple[int, str], tuple[float, int]] = {}
+    seen: set[int] = set()
+    for index, (at, values) in enumerate(rows):
+        bucket = int(at // width)
+        if bucket not in seen:
+            seen.add(bucket)
+            kept.add(index)
+        for name, value in values.items():
+            key = (bucket, name)
+            if key not in lowest or value < lowest[key][0]:
+                lowest[key] = (value, index)
+            if key not in highest or value >= highest[key][0]:
+                highest[key] = (value, index)
+    kept.update(index for _, index in lowest.values())
+    kept.update(index for _, index in highest.values())
+    return sorted(kept)
+
+
+def thin_rows(rows: Sequence[Row], limit: int) -> list[int]:
+    """The indices (in order) of at most `limit` rows to keep, `rows` being in time order.
+    Slices are a power of two seconds wide, at most `limit // 2` of them over the span at
+    first, twice as wide each time the kept rows do not fit: aligned slices nest, so a later
+    compaction of the same history never undoes an earlier one, and every kept slice's lowest
+    and highest value of every series survives."""
+    if len(rows) <= limit:
+        return list(range(len(rows)))
+    span = rows[-1][0] - rows[0][0]
+    width = 1
+    while span / width > max(1, limit // 2 - 1):
+        width *= 2
+    while True:
+        kept = slice_extremes(rows, width)
+        if len(kept) <= limit or width > span:
+            return kept
+        width *= 2

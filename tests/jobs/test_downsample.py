@@ -1,0 +1,87 @@
+"""The charts' downsampling (jobs.downsample, issue 35 "Downsampling that keeps what matters"):
+min/max per bucket, pure, tried on plain lists."""
+
+from __future__ import annotations
+
+import random
+
+from jobs.downsample import Axis, Point, downsample, in_range, thin_rows
+
+T0 = 1_796_000_000.0
+
+
+def noisy_run(count: int = 20_000, seed: int = 7) -> list[Point]:
+    """A reward that rises through noise, one step per 3 s, with a spike and a dip."""
+    chance = random.Random(seed)
+    points = [Point(T0 + 3 * n, n, n / count + chance.gauss(0, 0.05)) for n in range(count)]
+    points[4321] = points[4321]._replace(value=9.5)  # a spike
+    points[15_000] = points[15_000]._replace(value=-7.25)  # a dip
+    return points
+
+
+def test_it_returns_at_most_the_limit_and_keeps_the_global_min_and_max_of_every_bucket() -> None:
+    points = noisy_run()
+    shown = downsample(points, limit=500)
+    assert 250 <= len(shown) <= 500
+    kept = set(shown)
+    width = (points[-1].t - points[0].t) / 250
+    for bucket in range(250):
+        low, high = points[0].t + bucket * width, points[0].t + (bucket + 1) * width
+        inside = [p for p in points if low <= p.t < high or (bucket == 249 and p.t == high)]
+        assert min(inside, key=lambda p: p.value) in kept
+        assert max(inside, key=lambda p: p.value) in kept
+    assert max(p.value for p in shown) == 9.5 and min(p.value for p in shown) == -7.25
+    assert [p.t for p in shown] == sorted(p.t for p in shown)
+
+
+def test_it_refines_a_zoomed_range() -> None:
+    """Zooming to a tenth of the run gives as many points for that tenth as the whole run got
+    for all of it: ten times the detail, and every point in range."""
+    points = noisy_run()
+    whole = downsample(points, limit=500)
+    start, end = points[4000].t, points[6000].t
+    zoomed = downsample(points, Axis.TIME, start, end, limit=500)
+    in_whole = [p for p in whole if start <= p.t <= end]
+    assert len(zoomed) >= 5 * len(in_whole) and len(zoomed) <= 500
+    assert all(start <= p.t <= end for p in zoomed)
+    assert max(p.value for p in zoomed) == 9.5  # the spike is in the zoomed range
+
+
+def test_it_buckets_by_step_on_the_step_axis_and_leaves_out_points_without_a_step() -> None:
+    points = [Point(T0 + n, n * 10, float(n)) for n in range(2000)] + [Point(T0, None, 99.0)]
+    shown = downsample(points, Axis.STEP, 1000, 5000, limit=100)
+    assert len(shown) <= 100 and all(1000 <= (p.step or 0) <= 5000 for p in shown)
+    assert (shown[0].step, shown[-1].step) == (1000, 5000)
+    assert in_range(points, Axis.STEP, None, None)[-1].value == 1999.0
+
+
+def test_it_returns_few_points_as_they_are() -> None:
+    points = [Point(T0 + n, n, float(n)) for n in range(10)]
+    assert downsample(list(reversed(points)), limit=500) == points
+
+
+def test_thinning_stored_rows_keeps_every_series_extremes_and_at_least_2000_rows() -> None:
+    """The compaction's rule (jobs.workload.intake): 24,000 rows of 32 noisy metrics thinned to
+    at most 4,000 keep at least 2,000 points of every series, and each series' spike."""
+    chance = random.Random(3)
+    rows = [
+        (T0 + 3.6 * n, {f"m{k}": chance.random() for k in range(32)} | {"step": float(n)})
+        for n in range(24_000)
+    ]
+    rows[777][1]["m5"] = 50.0
+    kept = thin_rows(rows, 4000)
+    assert 2000 <= len(kept) <= 4000
+    assert 777 in kept and kept[0] == 0 and kept == sorted(kept)
+
+
+def test_thinning_twice_keeps_what_the_first_pass_kept() -> None:
+    """Slices are aligned and nest: compacting a history again (with newer rows) never loses
+    the older rows an earlier pass kept as their slice's extremes."""
+    chance = random.Random(5)
+    rows = [(T0 + n, {"loss": chance.random()}) for n in range(10_000)]
+    first = thin_rows(rows, 1000)
+    kept_rows = [rows[i] for i in first] + [(T0 + 10_000 + n, {"loss": 0.5}) for n in range(500)]
+    second = thin_rows(kept_rows, 1000)
+    early = [kept_rows[i] for i in second if kept_rows[i][0] < T0 + 10_000]
+    assert max(v["loss"] for _, v in early) == max(v["loss"] for _, v in rows)
+    assert min(v["loss"] for _, v in early) == min(v["loss"] for _, v in rows)
