@@ -37,7 +37,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from console.engine.cycle import SyncResult, sync_cluster
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.engine.stored import SCHEMA
 from console.engine.streams import STREAMS
 from console.kube import MANAGED_SELECTOR

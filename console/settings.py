@@ -7,6 +7,7 @@ any CELERY_* variable as one of its own options.
 import base64
 import binascii
 import ipaddress
+import json
 import os
 import re
 import secrets
@@ -198,6 +199,7 @@ INSTALLED_APPS = [
     "console",
     "jobs",
     "workers",
+    "failures",
     "simcluster",
 ]
 
@@ -348,11 +350,27 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("TRAINYARD_LOG_LEVEL", "INFO")},
 }
 
+# Logs kept before Kubernetes loses them (failures/, docs/failures.md): the newest KiB of each
+# container run, for so many days, at most so many MiB (compressed) per project, the oldest evicted
+# first; a deleted Job's kept logs go with it unless kept this many days after.
+TRAINYARD_LOG_KEEP_KIB = env_int("TRAINYARD_LOG_KEEP_KIB", 1024, minimum=1)
+TRAINYARD_LOG_KEEP_DAYS = env_int("TRAINYARD_LOG_KEEP_DAYS", 30, minimum=1)
+TRAINYARD_LOG_KEEP_PROJECT_MIB = env_int("TRAINYARD_LOG_KEEP_PROJECT_MIB", 1024, minimum=1)
+TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS = env_int("TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS", 0)
+# Where they are kept: a directory by default; any Django storage backend (django-storages' S3
+# for object storage) with TRAINYARD_LOG_STORAGE_BACKEND and its options as JSON.
+KEPT_LOGS_STORAGE = {
+    "BACKEND": env("TRAINYARD_LOG_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
+    "OPTIONS": json.loads(env("TRAINYARD_LOG_STORAGE_OPTIONS", "null"))
+    or {"location": str(VAR_DIR / "kept-logs")},
+}
+
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {
         "task": "console.tasks.sync_all_clusters",
         "schedule": float(TRAINYARD_SYNC_INTERVAL),
     },
+    "evict-kept-logs": {"task": "console.tasks.evict_kept_logs", "schedule": 3600.0},
     "progress-from-logs": {
         "task": "console.tasks.read_progress_from_logs",
         "schedule": float(TRAINYARD_LOG_PROGRESS_SECONDS),
@@ -468,8 +486,12 @@ MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
     "whitenoise.middleware.WhiteNoiseMiddleware",
 )
-if not DEBUG:
-    STORAGES = {
-        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-    }
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+    "kept_logs": KEPT_LOGS_STORAGE,
+}

@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_datetime
 
 from console import kubeconfig
 from console.engine.apply import unreachable_reason
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.kube.gateway import ClusterUnreachable, Gateway
 from console.kube.manifests import CONTAINER
 from console.models import Cluster

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
+from console.engine.gateways import gateway_for
 from console.engine.live_reads import pod_log
-from console.engine.one_job import gateway_for
 from console.models import Cluster
 from jobs.models import Job
 from tests.engine.conftest import (  # noqa: F401 (fixtures)

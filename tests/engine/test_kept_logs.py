@@ -1,0 +1,154 @@
+"""Logs kept at the moments Kubernetes would lose them, and the first error named from them
+(issue 34, items 1, 3 and 4), against simcluster: a restart's previous container read before the
+next restart overwrites it, a stop's tails kept before the scale-down, retention and each
+project's cap evicting the oldest first.
+
+Spec: KUBERNETES-FACTS.md (Pod logs: one previous instance is kept; `limitBytes` drops the
+newest lines)."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta
+
+import pytest
+import time_machine
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from console.engine.cycle import sync_cluster
+from console.engine.keep_logs import Due, keep
+from console.engine.one_job import reconcile_job
+from console.kube.gateway import STATEFULSETS
+from console.models import Cluster
+from failures import store
+from failures.models import Finding, KeptLog
+from jobs import operations
+from jobs.models import Job
+from tests.engine.conftest import (  # noqa: F401 (fixtures)
+    TIMEOUT,
+    _fast_passwords,
+    cluster,
+    gateway,
+    sim,
+    submit,
+    sync_until,
+    task,
+)
+from workers.models import PodInstance, Worker
+
+
+@pytest.fixture(autouse=True)
+def _kept_in_tmp(settings: object, tmp_path: object) -> None:
+    settings.STORAGES = {  # type: ignore[attr-defined]
+        **settings.STORAGES,  # type: ignore[attr-defined]
+        "kept_logs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path)},
+        },
+    }
+
+
+def _dues_until_restart(cluster: Cluster, pod: str) -> list[Due]:  # noqa: F811
+    """Sync cycles until the pod restarted, with every Due they noted."""
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while not PodInstance.objects.filter(pod_name=pod, restart_count__gte=1).exists():
+        assert time.monotonic() < deadline, "the pod never restarted"
+        dues += sync_cluster(cluster.pk).logs_due
+        time.sleep(0.05)
+    return dues
+
+
+def test_a_restart_keeps_the_previous_container_and_names_its_cuda_oom(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    job = submit(alice, cluster, "oom", task("worker", command=["sim", "fail", "cuda-oom", "300"]))
+    dues = _dues_until_restart(cluster, "oom-worker-0")
+    restarts = [due for due in dues if due.why == KeptLog.Why.RESTART]
+    assert len(restarts) == 1 and restarts[0].job_id == job.pk
+    (pod,) = restarts[0].pods
+    assert (pod.pod_name, pod.attempt, pod.previous) == ("oom-worker-0", 0, True)
+    assert keep(job.pk, restarts[0].why, restarts[0].pods) == 1
+    kept = KeptLog.objects.get(job=job)
+    assert (kept.attempt, kept.why, kept.container) == (0, "restart", "main")
+    text = store.read(kept)
+    assert "torch.OutOfMemoryError: CUDA out of memory" in text and "[sim] sim fail" in text
+    assert text.splitlines()[0][4] == "-" and text.splitlines()[0][10] == "T"  # timestamped
+    finding = Finding.objects.get(job=job, run=1)
+    assert (finding.code, finding.pod_name, finding.attempt) == ("cuda_oom", "oom-worker-0", 0)
+    assert finding.raised_at == "utils.py:97" and finding.kept_log_id == kept.pk
+    assert finding.first_error.startswith("torch.OutOfMemoryError")
+
+
+def test_a_stop_keeps_every_container_before_it_scales_down(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    job = submit(
+        alice, cluster, "longrun", task("worker", replicas=2, command=["sim", "run", "3600"])
+    )
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").count() == 2)
+    operations.stop_job(alice, job)
+    reconcile_job(job.pk)
+    kept = KeptLog.objects.filter(job=job).order_by("pod_name")
+    assert [(k.pod_name, k.why) for k in kept] == [
+        ("longrun-worker-0", "stop"),
+        ("longrun-worker-1", "stop"),
+    ]
+    assert all("[sim] sim run 3600" in store.read(k) for k in kept)
+    scaled = gateway(cluster).get(STATEFULSETS, job.namespace, "longrun-worker")
+    assert scaled is not None and scaled["spec"]["replicas"] == 0
+
+
+def test_a_job_that_turns_failed_is_due_and_judged(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    job = submit(
+        alice, cluster, "nccl",
+        task("worker", kind="Job", command=["sim", "fail", "nccl-timeout", "20"]),
+    )  # fmt: skip
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while Job.objects.get(pk=job.pk).phase != "Failed":
+        assert time.monotonic() < deadline
+        dues += sync_cluster(cluster.pk).logs_due
+    failed = [due for due in dues if due.why == KeptLog.Why.FAILED]
+    assert [due.job_id for due in failed] == [job.pk]
+    keep(job.pk, failed[0].why, failed[0].pods)
+    finding = Finding.objects.get(job=job)
+    assert finding.code == "nccl_timeout" and "Watchdog caught" in finding.first_error
+
+
+def _kept(job: Job, uid: str, size: int, at: datetime) -> KeptLog:
+    with time_machine.travel(at, tick=False):
+        tail = store.Tail("p-0", uid, "main", 0, "x" * size, False)
+        return store.save(job, "restart", [tail], timezone.now())[0]
+
+
+def test_retention_and_the_project_cap_evict_the_oldest_first(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    settings: object,
+) -> None:
+    job = submit(alice, cluster, "kept", task("worker", command=["sim", "hang"]))
+    settings.TRAINYARD_LOG_KEEP_DAYS = 30  # type: ignore[attr-defined]
+    settings.TRAINYARD_LOG_KEEP_PROJECT_MIB = 1  # type: ignore[attr-defined]
+    now = timezone.now()
+    old = _kept(job, "uid-old", 10, now - timedelta(days=31))
+    recent = _kept(job, "uid-recent", 10, now - timedelta(days=1))
+    assert store.evict(now) == 1
+    assert list(KeptLog.objects.values_list("pod_uid", flat=True)) == ["uid-recent"]
+    assert not store.storage().exists(old.name) and store.storage().exists(recent.name)
+    # Random hex compresses to about half: three runs of ~450 KiB stored overflow 1 MiB.
+    for number in range(3):
+        with time_machine.travel(now + timedelta(minutes=number), tick=False):
+            text = os.urandom(450_000).hex()
+            store.save(job, "restart", [store.Tail("p-0", f"uid-{number}", "main", 0, text, False)],
+                       timezone.now())  # fmt: skip
+    left = list(KeptLog.objects.order_by("kept_at").values_list("pod_uid", flat=True))
+    assert left == ["uid-1", "uid-2"]
+    assert sum(KeptLog.objects.values_list("stored_bytes", flat=True)) <= 1024 * 1024
