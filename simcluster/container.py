@@ -1,11 +1,12 @@
 """What a simulated container does, decided by its command line, and what it prints.
 
-`sim run 30`, `sim crash 20 3`, `sim fail cuda-oom 20`, `sim oom 15`, `sim hang`, `sim ray-head`,
-`sim ray-worker HOST`, `sim train STEPS ...` (simcluster/training.py); `run` and `crash` take the text the process
-writes to /dev/termination-log as a last argument (`sim crash 20 3 '{"trainyard": ...}'`). The
-RLinf template's `bash -c SCRIPT` pods are a Ray worker or a driven `train` (simcluster/scripts.py).
-Any other command is a long-running process (a trainer, a server) that never exits on its own.
-Log lines are derived from the instance's start time and the clock, so nothing is stored per line.
+`sim run 30`, `sim crash 20 3`, `sim fail cuda-oom 20`, `sim oom 15`, `sim hang`,
+`sim ray-head`, `sim ray-worker HOST`, `sim train STEPS ...` (simcluster/training.py); `run` and
+`crash` take the text the process writes to /dev/termination-log as a last argument
+(`sim crash 20 3 '{"trainyard": ...}'`). The RLinf template's `bash -c SCRIPT` pods are a Ray
+worker or a driven `train` (simcluster/scripts.py). Any other command is a long-running process
+(a trainer, a server) that never exits on its own. Log lines are derived from the instance's
+start time and the clock, so nothing is stored per line.
 """
 
 from __future__ import annotations
