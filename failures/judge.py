@@ -12,7 +12,7 @@ from django.utils import translation
 
 from failures import store
 from failures.models import Finding, KeptLog, Signature
-from jobs.choices import FailureClass
+from jobs.choices import FailureClass, JobPhase
 from jobs.models import Job
 from jobs.status import failure
 from workers.models import PodInstance
@@ -85,6 +85,15 @@ def _store(job: Job, now: datetime, fields: dict[str, Any]) -> Finding:
 # --- one description for the page, the fragment and the API ------------------------------------
 
 
+def current(job: Job) -> Finding | None:
+    """The Finding the pages and the API name: the current run's, unless the Job Succeeded (a
+    run that ended well has no failure to name, whatever its logs held). Reads `job.findings`
+    through `.all()`, so a prefetch serves a list."""
+    if job.phase == JobPhase.SUCCEEDED:
+        return None
+    return next((f for f in job.findings.all() if f.run == job.run), None)
+
+
 @dataclass(frozen=True)
 class Words:
     label: str
@@ -110,15 +119,16 @@ def words(finding: Finding) -> Words:
 
 
 def describe(finding: Finding | None, diagnostics: bool) -> dict[str, Any] | None:
-    """The API's `failure` object. The log line itself follows the diagnostics rule (members
-    see the label, class and advice)."""
+    """The API's `failure` object. The log line itself and where it was raised follow the
+    diagnostics rule (members see the label, class, advice, pod and time)."""
     if finding is None:
         return None
     said = words(finding)
     return {
         "label": said.label, "class": finding.failure_class, "advice": said.advice,
         "first_error": finding.first_error if diagnostics else None,
-        "raised_at": finding.raised_at or None, "pod": finding.pod_name or None,
+        "raised_at": (finding.raised_at or None) if diagnostics else None,
+        "pod": finding.pod_name or None,
         "container": finding.container or None, "attempt": finding.attempt,
         "at": finding.at, "consequence": finding.consequence,
     }  # fmt: skip

@@ -97,11 +97,12 @@ def evict(now: datetime) -> int:
     return remove(list(due))
 
 
-def forget_job(job: Job, now: datetime) -> int:
+def forget_job(job_id: int, now: datetime) -> int:
     """A deleted Job's kept logs go with it, unless TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS keeps
-    them that long (the rows then outlive the Job, `job` empty, `job_name` kept)."""
+    them that long (the rows then outlive the Job, `job` empty, `job_name` kept). Called in the
+    transaction that deletes the Job row, before it (the rows are found by their Job)."""
     days = settings.TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS
-    rows = KeptLog.objects.filter(job=job)
+    rows = KeptLog.objects.filter(job_id=job_id)
     if days <= 0:
         return remove(list(rows))
     return rows.update(delete_after=Coalesce(F("delete_after"), now + timedelta(days=days)))

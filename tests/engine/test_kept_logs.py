@@ -152,3 +152,56 @@ def test_retention_and_the_project_cap_evict_the_oldest_first(
     left = list(KeptLog.objects.order_by("kept_at").values_list("pod_uid", flat=True))
     assert left == ["uid-1", "uid-2"]
     assert sum(KeptLog.objects.values_list("stored_bytes", flat=True)) <= 1024 * 1024
+
+
+def _delete(alice: User, cluster: Cluster, name: str) -> tuple[Job, list[KeptLog]]:  # noqa: F811
+    """A running Job deleted: its containers kept first, then the workloads and the row go.
+    Returns the Job as it was and the kept rows left after."""
+    job = submit(alice, cluster, name, task("worker", command=["sim", "run", "3600"]))
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    operations.delete_job(alice, job, name)
+    deadline = time.monotonic() + TIMEOUT
+    while Job.objects.filter(pk=job.pk).exists():
+        assert time.monotonic() < deadline, "the Job row was never deleted"
+        reconcile_job(job.pk)
+        sync_cluster(cluster.pk)
+    return job, list(KeptLog.objects.filter(job_name=name))
+
+
+def _files_under(path: str) -> tuple[int, list[str]]:
+    """How many folders there are under `path` in the kept_logs storage, and every file."""
+    folders, files = store.storage().listdir(path)
+    found = (len(folders), [f"{path}/{file}" for file in files])
+    for folder in folders:
+        more = _files_under(f"{path}/{folder}")
+        found = (found[0] + more[0], found[1] + more[1])
+    return found
+
+
+def test_a_deleted_jobs_kept_logs_go_with_it(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    settings: object,
+) -> None:
+    """Issue 34, item 1: kept before the delete, then gone with the Job (the default)."""
+    settings.TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS = 0  # type: ignore[attr-defined]
+    job, left = _delete(alice, cluster, "gone")
+    # The pod's folder shows its log was stored before the delete; its text went with the Job.
+    assert left == [] and _files_under(f"{job.project_id}/{job.pk}") == (1, [])
+
+
+def test_a_deleted_jobs_kept_logs_stay_for_the_days_configured(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    settings: object,
+) -> None:
+    settings.TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS = 7  # type: ignore[attr-defined]
+    before = timezone.now()
+    job, left = _delete(alice, cluster, "kept7")
+    assert [(k.why, k.job_id) for k in left] == [("delete", None)]
+    (kept,) = left
+    assert _files_under(f"{job.project_id}/{job.pk}")[1] == [kept.name]
+    assert kept.delete_after is not None and kept.delete_after > before + timedelta(days=6)
+    assert "[sim] sim run 3600" in store.read(kept)
+    assert store.evict(kept.delete_after + timedelta(seconds=1)) == 1
+    assert not store.storage().exists(kept.name)
