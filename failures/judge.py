@@ -4,11 +4,13 @@ API give (issue 34, item 5)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.utils import translation
+from django.utils.translation import gettext
 
 from failures import store
 from failures.models import Finding, KeptLog, Signature
@@ -86,12 +88,21 @@ def _store(job: Job, now: datetime, fields: dict[str, Any]) -> Finding:
 
 
 def current(job: Job) -> Finding | None:
-    """The Finding the pages and the API name: the current run's, unless the Job Succeeded (a
-    run that ended well has no failure to name, whatever its logs held). Reads `job.findings`
-    through `.all()`, so a prefetch serves a list."""
-    if job.phase == JobPhase.SUCCEEDED:
-        return None
-    return next((f for f in job.findings.all() if f.run == job.run), None)
+    """The Finding the pages and the API name for a Job: its current run's, unless the Job
+    Succeeded (a run that ended well has no failure to name, whatever its logs held). Reads
+    `job.findings` through `.all()`, so a prefetch serves a list."""
+    return next((f for f in job.findings.all() if _names(job, f)), None)
+
+
+def current_of(jobs: Iterable[Job]) -> dict[int, Finding]:
+    """`current` for a page of Jobs (each needs its `phase` and `run`), in one query."""
+    shown = {job.pk: job for job in jobs if job.phase != JobPhase.SUCCEEDED}
+    found = Finding.objects.filter(job_id__in=list(shown))
+    return {f.job_id: f for f in found if _names(shown[f.job_id], f)}
+
+
+def _names(job: Job, finding: Finding) -> bool:
+    return job.phase != JobPhase.SUCCEEDED and finding.run == job.run
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,12 @@ def words(finding: Finding) -> Words:
         advice = own.advice_zh if chinese and own.advice_zh else own.advice
         return Words(label, klass, advice)
     return Words(finding.label, klass, str(failure.USER_CODE_ADVICE))
+
+
+def short(finding: Finding) -> str:
+    """The short label of the Jobs list and the dashboard: "NCCL timeout (network/collective)"."""
+    said = words(finding)
+    return gettext("%(label)s (%(class)s)") % {"label": said.label, "class": said.failure_class}
 
 
 def describe(finding: Finding | None, diagnostics: bool) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ of the Jobs shown (jobs.attention), which the troubleshooting panel's own rule t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from console.models import Cluster
 from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
+from failures import judge
 from jobs.access import User, clusters_for, jobs_for
 from jobs.attention import known_problems, may_have_a_problem
 from jobs.choices import Action, JobPhase
@@ -48,6 +49,7 @@ CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
 ATTENTION_FIELDS = (
     "name",
     "phase",
+    "run",
     "stopped",
     "created_at",
     "observed_at",
@@ -65,6 +67,7 @@ class Attention:
     project: str
     phase: str
     reasons: tuple[Reason, ...]
+    failure: str = ""  # why its run failed, short (failures.judge.short)
 
 
 def _resumes() -> QuerySet[Operation]:
@@ -135,9 +138,14 @@ def attention_jobs(
     )
     problems = known_problems(candidates, now, diagnostics)
     resumed = last_resumes(job.pk for job in candidates if job.phase == JobPhase.PENDING)
+    failures = judge.current_of(candidates)
     rows = [
         _attention_row(job, problems[job.pk], resumed.get(job.pk), workloads.get(job.pk), now)
         for job in candidates
+    ]
+    rows = [
+        replace(row, failure=judge.short(failures[row.pk])) if row.pk in failures else row
+        for row in rows
     ]
     rows = [row for row in rows if row.reasons]
     unjudged = candidates[-1].needing_total - len(candidates) if candidates else 0
