@@ -205,3 +205,22 @@ def test_a_deleted_jobs_kept_logs_stay_for_the_days_configured(
     assert "[sim] sim run 3600" in store.read(kept)
     assert store.evict(kept.delete_after + timedelta(seconds=1)) == 1
     assert not store.storage().exists(kept.name)
+
+
+def test_an_oomkilled_container_is_named_by_kubernetes_reason_when_its_log_names_nothing(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34, item 3/4: an OOMKilled container writes no error of its own (the kernel killed
+    it); the Failed Job's kept log holds no traceback, so Kubernetes' reason labels it."""
+    job = submit(alice, cluster, "oomk", task("trainer", kind="Job", command=["sim", "oom", "2"]))
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while Job.objects.get(pk=job.pk).phase != "Failed":
+        assert time.monotonic() < deadline
+        dues += sync_cluster(cluster.pk).logs_due
+    (failed,) = [due for due in dues if due.why == KeptLog.Why.FAILED]
+    keep(job.pk, failed.why, failed.pods)
+    finding = Finding.objects.get(job=job)
+    assert (finding.code, finding.failure_class) == ("oom_killed", "out of memory")
+    assert finding.pod_name.startswith("oomk-trainer-") and finding.first_error == ""

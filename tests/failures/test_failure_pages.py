@@ -92,11 +92,13 @@ def test_it_shows_members_the_line_where_diagnostics_are_open_to_them(
     assert f"— first error: {LINE}" in page(alice, job)
 
 
-def test_it_says_failing_while_the_job_still_runs_and_nothing_once_it_succeeded(
+def test_it_says_failing_while_the_job_runs_failed_once_stopped_nothing_once_succeeded(
     alice: User, job: Job
 ) -> None:
     Job.objects.filter(pk=job.pk).update(phase=JobPhase.RUNNING)
     assert f"Failing: {BANNER}" in page(alice, job)
+    Job.objects.filter(pk=job.pk).update(phase=JobPhase.STOPPED, stopped=True)
+    assert f"Failed: {BANNER}" in page(alice, job)
     Job.objects.filter(pk=job.pk).update(phase=JobPhase.SUCCEEDED)
     assert "NCCL timeout" not in page(alice, job)
 

@@ -155,7 +155,7 @@ class ShownFailure:
 
     finding: Finding
     words: judge.Words
-    failed: bool  # the Job Failed; otherwise its run is failing (a container restarted)
+    failed: bool  # the run ended (Failed, or Stopped since); else it is failing (a restart)
     at: str  # local time: "03:12" today, with the date before
     at_full: str
     line: str
@@ -175,7 +175,7 @@ def shown_failure(
         logs = reverse("job_logs", args=[job.pk])
         log_url = f"{logs}?kept={finding.kept_log_id}#L{finding.line_number or 1}"
     return ShownFailure(
-        finding, judge.words(finding), job.phase == JobPhase.FAILED,
+        finding, judge.words(finding), job.phase in (JobPhase.FAILED, JobPhase.STOPPED),
         at.strftime("%H:%M" if today else "%Y-%m-%d %H:%M") if at else "",
         at.strftime("%Y-%m-%d %H:%M:%S %Z") if at else "",
         finding.first_error if diagnostics else "",
