@@ -17,6 +17,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from console.demo import DEMO_JOBS
 from console.engine.cycle import sync_cluster
 from console.engine.keep_logs import Due, keep
 from console.engine.one_job import reconcile_job
@@ -224,3 +225,26 @@ def test_an_oomkilled_container_is_named_by_kubernetes_reason_when_its_log_names
     finding = Finding.objects.get(job=job)
     assert (finding.code, finding.failure_class) == ("oom_killed", "out of memory")
     assert finding.pod_name.startswith("oomk-trainer-") and finding.first_error == ""
+
+
+def test_the_demos_failing_jobs_are_named_by_the_engine(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """`make run`'s demo (console/demo.py): its NCCL timeout and its CUDA OOM are named from
+    their kept logs. Each fails well within a minute of simulated time (20 s and 25 s); here
+    simcluster runs at SPEED, and the dues are kept as the Celery task keeps them."""
+    demo = {job["name"]: job for job in DEMO_JOBS}
+    wanted = {"grpo-nccl-timeout": "nccl_timeout", "ppo-cuda-oom": "cuda_oom"}
+    jobs = {}
+    for name in wanted:
+        (spec,) = demo[name]["tasks"]
+        assert int(spec["command"][-1]) < 45, "named on its page within a minute"
+        jobs[name] = submit(alice, cluster, name, {**spec, "replicas": 1})
+    deadline = time.monotonic() + TIMEOUT
+    while Finding.objects.filter(job__in=jobs.values()).count() < len(jobs):
+        assert time.monotonic() < deadline, "the demo's failures were never named"
+        for due in sync_cluster(cluster.pk).logs_due:
+            keep(due.job_id, due.why, due.pods)
+    for name, code in wanted.items():
+        assert Finding.objects.get(job=jobs[name]).code == code
