@@ -4,7 +4,7 @@ API give (issue 34, item 5)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -112,26 +112,37 @@ class Words:
     advice: str
 
 
-def words(finding: Finding) -> Words:
+def words(finding: Finding, own: Mapping[str, Signature] | None = None) -> Words:
     """The label, class and advice in the active language: a shipped signature's translated, an
-    operator's in the language they wrote it in, a traceback no signature knows by its exception."""
+    operator's in the language they wrote it in, a traceback no signature knows by its exception.
+    `own`: the operators' signatures by code, read once for a list (`own_signatures`)."""
     shipped = {sig.code: sig for sig in (*failure.SIGNATURES, *failure.KUBERNETES)}
     chinese = translation.get_language() in ("zh-hans", "zh-cn")
     klass = str(FailureClass(finding.failure_class).label)
     if finding.code in shipped:
         sig = shipped[finding.code]
         return Words(str(sig.label), klass, str(sig.advice))
-    own = Signature.objects.filter(code=finding.code).first() if finding.code else None
-    if own is not None:
-        label = own.label_zh if chinese and own.label_zh else own.label
-        advice = own.advice_zh if chinese and own.advice_zh else own.advice
+    mine = (own if own is not None else own_signatures([finding])).get(finding.code)
+    if mine is not None:
+        label = mine.label_zh if chinese and mine.label_zh else mine.label
+        advice = mine.advice_zh if chinese and mine.advice_zh else mine.advice
         return Words(label, klass, advice)
     return Words(finding.label, klass, str(failure.USER_CODE_ADVICE))
 
 
-def short(finding: Finding) -> str:
+def own_signatures(findings: Iterable[Finding]) -> dict[str, Signature]:
+    """The operators' signatures these findings name, by code, in one query (none when every
+    finding names a shipped signature or none)."""
+    codes = {f.code for f in findings if f.code} - SHIPPED_CODES
+    return {s.code: s for s in Signature.objects.filter(code__in=codes)} if codes else {}
+
+
+SHIPPED_CODES = frozenset(sig.code for sig in (*failure.SIGNATURES, *failure.KUBERNETES))
+
+
+def short(finding: Finding, own: Mapping[str, Signature] | None = None) -> str:
     """The short label of the Jobs list and the dashboard: "NCCL timeout (network/collective)"."""
-    said = words(finding)
+    said = words(finding, own)
     return gettext("%(label)s (%(class)s)") % {"label": said.label, "class": said.failure_class}
 
 

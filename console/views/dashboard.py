@@ -139,12 +139,13 @@ def attention_jobs(
     problems = known_problems(candidates, now, diagnostics)
     resumed = last_resumes(job.pk for job in candidates if job.phase == JobPhase.PENDING)
     failures = judge.current_of(candidates)
+    own = judge.own_signatures(failures.values())
     rows = [
         _attention_row(job, problems[job.pk], resumed.get(job.pk), workloads.get(job.pk), now)
         for job in candidates
     ]
     rows = [
-        replace(row, failure=judge.short(failures[row.pk])) if row.pk in failures else row
+        replace(row, failure=judge.short(failures[row.pk], own)) if row.pk in failures else row
         for row in rows
     ]
     rows = [row for row in rows if row.reasons]

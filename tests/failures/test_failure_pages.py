@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from console.models import Cluster, Project
-from failures.models import Finding, KeptLog
+from failures.models import Finding, KeptLog, Signature
 from jobs.choices import JobPhase
 from jobs.models import Job
 
@@ -123,3 +125,35 @@ def test_it_hides_another_projects_failure(charlie: User, job: Job) -> None:
     client.force_login(charlie)
     assert client.get(f"/jobs/{job.pk}/").status_code == 404
     assert "NCCL" not in read(charlie, "/jobs/") and "NCCL" not in read(charlie, "/")
+
+
+def test_it_labels_by_an_operators_signature_in_their_words_without_a_query_per_job(
+    alice: User, job: Job, project: Project, cluster: Cluster
+) -> None:
+    Signature.objects.create(
+        code="comm_aborted", label="Communicator aborted", label_zh="通信器中止",
+        failure_class="network/collective", pattern="communicator was aborted",
+    )  # fmt: skip
+
+    def more(count: int) -> None:
+        for n in range(count):
+            other = Job.objects.create(
+                project=project, cluster=cluster, name=f"more-{Job.objects.count()}-{n}",
+                namespace="default", spec={"tasks": []}, phase=JobPhase.FAILED,
+            )  # fmt: skip
+            Finding.objects.create(
+                job=other, run=1, code="comm_aborted", label="Communicator aborted",
+                failure_class="network/collective",
+            )  # fmt: skip
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            text = read(alice, "/jobs/")
+        assert "Why: Communicator aborted (network/collective)" in text
+        return len(captured)
+
+    more(1)
+    few = queries()
+    more(5)
+    assert queries() == few
+    assert "原因：通信器中止（网络/集合通信）" in read(alice, "/jobs/", "zh-CN")

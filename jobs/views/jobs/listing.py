@@ -114,6 +114,7 @@ class Row:
 def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]:
     rows = []
     failures = judge.current_of(page.object_list)
+    own = judge.own_signatures(failures.values())
     for job in page.object_list:
         freshness = status.job_freshness(job, now)
         cluster = cluster_state(job.cluster, now)
@@ -127,7 +128,7 @@ def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]
         failure = failures.get(job.pk)
         row = Row(
             job, freshness.observed_at, stale, reachable, age, created, workload, reason, shown,
-            judge.short(failure) if failure else "",
+            judge.short(failure, own) if failure else "",
         )  # fmt: skip
         rows.append(row)
     return rows
