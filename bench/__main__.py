@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = [
     "simcluster_list", "sync_cycle", "pages", "signal_intake", "scale_out", "faults", "races",
-    "database_restart", "load", "ray_cluster", "notify", "series",
+    "database_restart", "load", "ray_cluster", "notify", "series", "kept_logs",
 ]  # fmt: skip
 
 

@@ -54,7 +54,7 @@ from bench.scale_out import (
 from bench.sync_cycle import PER_SET, Sim, _bring_up, _rows
 from console import tokens
 from console.engine.cycle import sync_cluster
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.models import Cluster, Membership, Project
 from console.web import POLL_SECONDS
 from jobs.choices import Action, JobPhase

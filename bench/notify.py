@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from bench.sync_cycle import REPEATS, Cost, Sim
 from console.engine.cycle import sync_cluster
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.kube import MANAGED_SELECTOR
 from console.kube.gateway import STATEFULSETS, Gateway
 from console.models import Cluster, Membership, Project

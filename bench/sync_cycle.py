@@ -37,7 +37,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 from console.engine.cycle import SyncResult, sync_cluster
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.engine.stored import SCHEMA
 from console.engine.streams import STREAMS
 from console.kube import MANAGED_SELECTOR
@@ -117,13 +117,16 @@ def _niced(niceness: int) -> Callable[[], None]:
 class Sim:
     """simcluster in its own process, driven through its /_sim/ control surface."""
 
-    def __init__(self, folder: Path, nodes: int, speed: float = 0, niceness: int = 0) -> None:
+    def __init__(
+        self, folder: Path, nodes: int, speed: float = 0, niceness: int = 0, port: int = 0
+    ) -> None:
         """A frozen clock by default (speed 0: moved only by `advance`). With a `niceness`,
-        in a session and scheduling group of its own at that niceness (where permitted)."""
+        in a session and scheduling group of its own at that niceness (where permitted). On
+        `port`, or a free one."""
         self.kubeconfig = folder / "kubeconfig"
         command = [sys.executable, "manage.py", "simcluster", "--kubeconfig-out",
                    str(self.kubeconfig), "--nodes", str(nodes), "--speed", f"{speed:g}",
-                   "--namespace", "bench"]  # fmt: skip
+                   "--namespace", "bench", "--port", str(port)]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             command, cwd=settings.BASE_DIR, stdout=subprocess.PIPE, env=env,

@@ -85,6 +85,16 @@ DEMO_JOBS: list[dict[str, Any]] = [
         "name": "sft-oom",
         "tasks": [task("trainer", ["sim", "oom", "30"], kind="Job")],
     },
+    {  # Why a run failed (issue 34, docs/failures.md): a collective times out on one rank 20 s
+        # in; the batch Job turns Failed, its log is kept and the page names an NCCL timeout.
+        "name": "grpo-nccl-timeout",
+        "tasks": [task("trainer", ["sim", "fail", "nccl-timeout", "20"], kind="Job")],
+    },
+    {  # ... and a worker that runs out of GPU memory 25 s in and restarts: the run before the
+        # restart is kept and the page names a CUDA out of memory while the Job still runs.
+        "name": "ppo-cuda-oom",
+        "tasks": [task("worker", ["sim", "fail", "cuda-oom", "25"])],
+    },
     {  # No node has 16 GPUs: Pending, and the troubleshooting panel says why.
         "name": "dpo-70b-unplaceable",
         "tasks": [task("trainer", ["python", "-m", "rlinf.train"], gpu=16)],

@@ -7,6 +7,7 @@ any CELERY_* variable as one of its own options.
 import base64
 import binascii
 import ipaddress
+import json
 import os
 import re
 import secrets
@@ -278,6 +279,7 @@ INSTALLED_APPS = [
     "jobs",
     "workers",
     "notify",
+    "failures",
     "simcluster",
 ]
 
@@ -442,6 +444,21 @@ LOGGING: dict[str, Any] = {
     "loggers": detail_loggers(TRAINYARD_LOG_DETAIL, TRAINYARD_LOG_LEVEL),
 }
 
+# Logs kept before Kubernetes loses them (failures/, docs/failures.md): the newest KiB of each
+# container run, for so many days, at most so many MiB (compressed) per project, the oldest evicted
+# first; a deleted Job's kept logs go with it unless kept this many days after.
+TRAINYARD_LOG_KEEP_KIB = env_int("TRAINYARD_LOG_KEEP_KIB", 1024, minimum=1)
+TRAINYARD_LOG_KEEP_DAYS = env_int("TRAINYARD_LOG_KEEP_DAYS", 30, minimum=1)
+TRAINYARD_LOG_KEEP_PROJECT_MIB = env_int("TRAINYARD_LOG_KEEP_PROJECT_MIB", 1024, minimum=1)
+TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS = env_int("TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS", 0)
+# Where they are kept: a directory by default; any Django storage backend (django-storages' S3
+# for object storage) with TRAINYARD_LOG_STORAGE_BACKEND and its options as JSON.
+KEPT_LOGS_STORAGE = {
+    "BACKEND": env("TRAINYARD_LOG_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
+    "OPTIONS": json.loads(env("TRAINYARD_LOG_STORAGE_OPTIONS", "null"))
+    or {"location": str(VAR_DIR / "kept-logs")},
+}
+
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {
         "task": "console.tasks.sync_all_clusters",
@@ -455,6 +472,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     "resume-drains": {"task": "console.tasks.resume_drains", "schedule": 30.0},
     "observe-addons": {"task": "console.tasks.observe_addons", "schedule": 30.0},
+    "evict-kept-logs": {"task": "console.tasks.evict_kept_logs", "schedule": 3600.0},
     "progress-from-logs": {
         "task": "console.tasks.read_progress_from_logs",
         "schedule": float(TRAINYARD_LOG_PROGRESS_SECONDS),
@@ -570,8 +588,12 @@ MIDDLEWARE.insert(
     MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
     "whitenoise.middleware.WhiteNoiseMiddleware",
 )
-if not DEBUG:
-    STORAGES = {
-        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-    }
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+    "kept_logs": KEPT_LOGS_STORAGE,
+}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from celery import shared_task
 
@@ -50,6 +51,8 @@ def sync_cluster(cluster_id: int) -> None:
             metrics.record_failed_sync(cluster_id, time.monotonic() - started)
             raise
         metrics.record_sync(result)
+        for due in result.logs_due:
+            keep_logs.delay(due.job_id, due.why, [list(pod) for pod in due.pods])
         failed = not result.reachable and not result.skipped
         logger.log(
             logging.WARNING if failed else logging.INFO,
@@ -113,3 +116,22 @@ def observe_addons() -> None:
     from console.engine.addons import observe_addons as run
 
     run()
+
+
+@shared_task
+def keep_logs(job_id: int, why: str, pods: list[list[Any]]) -> None:
+    """Logs kept at a moment Kubernetes would lose them (console.engine.keep_logs)."""
+    from console.engine.keep_logs import KeepPod, keep
+
+    with log_context(job_id=job_id):
+        keep(job_id, why, [KeepPod._make(pod) for pod in pods])
+
+
+@shared_task
+def evict_kept_logs() -> None:
+    """The beat's entry for kept logs past their retention or their project's cap."""
+    from django.utils import timezone
+
+    from failures.store import evict
+
+    evict(timezone.now())

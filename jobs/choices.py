@@ -111,6 +111,19 @@ SPELL_STATES = frozenset(
     {WorkloadState.STALLED, WorkloadState.UNRESPONSIVE, WorkloadState.DEGRADED}
 )
 
+
+class FailureClass(models.TextChoices):
+    """What kind of failure a signature names (issue 34, jobs.status.failure)."""
+
+    USER_CODE = "user code", _("user code")
+    OUT_OF_MEMORY = "out of memory", _("out of memory")
+    HARDWARE = "hardware", _("hardware")
+    NETWORK = "network/collective", _("network/collective")
+    RAY_MEMBERSHIP = "Ray membership", _("Ray membership")
+    INFRASTRUCTURE = "infrastructure", _("infrastructure")
+    CONFIGURATION = "configuration", _("configuration")
+
+
 # The workload states that need a look: first in the dashboard's attention list.
 WORKLOAD_ATTENTION = frozenset(
     {

@@ -84,6 +84,12 @@ def schedule_reconcile(job_id: int) -> None:
     transaction.on_commit(lambda: tasks.reconcile_job.delay(job_id), robust=True)
 
 
+def schedule_keep_logs(job_id: int, why: str) -> None:
+    """The Job's current containers kept (console.engine.keep_logs), after commit, robustly:
+    what the workload reported is recorded whether or not the broker answers."""
+    transaction.on_commit(lambda: tasks.keep_logs.delay(job_id, why, []), robust=True)
+
+
 # --- create and clone ----------------------------------------------------------------------
 
 

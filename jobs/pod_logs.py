@@ -6,7 +6,9 @@ page, its fragment, the download and the JSON API.
 - The previous container's logs and the pod's Kubernetes Events: only readers who see the Job's
   diagnostics (spec §Pod and Worker: "previous logs and live Kubernetes events are checked by
   authorised operators"; jobs.diagnostics decides who they are).
-- Always a tail, read through the API server with `tailLines` and `limitBytes`, never stored.
+- Always a tail, read through the API server with `tailLines` and `limitBytes`; what the console
+  kept of a container run before Kubernetes lost it (issue 34: failures.store) is a diagnostic
+  too, like the previous container's log it often is.
 
 This module is the pages' and the API's one way to the engine (`console.engine.live_reads`, a read
 on demand, answered while the reader waits): they import it, never the engine (docs/decisions.md).
@@ -62,6 +64,13 @@ def check_reader(user: User, job: Job) -> None:
     if not reads_logs(user, job):
         message = _("The logs of %(project)s's jobs are shown to its members and operators.")
         raise PermissionDenied(message % {"project": job.project.name})
+
+
+def check_kept_reader(user: User, job: Job) -> None:
+    """403 for a reader who does not see the Job's diagnostics: the logs kept of its earlier
+    runs are (spec §Pod and Worker status; issue 34, item 2)."""
+    if not shows_diagnostics(user, job):
+        raise PermissionDenied(_("The kept logs of earlier runs are shown to operators only."))
 
 
 def parse_tail(value: str | None) -> int:

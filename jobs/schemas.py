@@ -7,10 +7,13 @@ from typing import Any
 
 from django.utils import timezone
 from ninja import Field, Schema
+from pydantic import create_model
 
 from console.models import Addon, Node
+from failures import judge
 from jobs.choices import (
     Action,
+    FailureClass,
     JobPhase,
     PodPhase,
     SignalSource,
@@ -210,6 +213,34 @@ class WorkloadOut(Schema):
         return api_params(encode(obj["reason"]), True) if obj["reason"] else {}
 
 
+# Why the run failed (issue 34, docs/failures.md). Its key `class` is a Python keyword, so the
+# schema is made from a mapping of names rather than written as a class.
+_FAILURE_FIELDS: dict[str, Any] = {
+    "label": (str, Field(description="The signature's label, or the exception a traceback names.")),
+    "class": (FailureClass, ...),
+    "first_error": (str | None, Field(description="The first error's line in the kept log.")),
+    "pod": (str | None, ...),
+    "container": (str | None, ...),
+    "attempt": (int | None, Field(description="The container run (its restart count).")),
+    "at": (datetime | None, Field(description="When the line was printed.")),
+    "advice": (str, Field(description="What to do about it, in the request's language.")),
+    "raised_at": (str | None, Field(description="file:line where the exception was raised.")),
+    "consequence": (
+        bool,
+        Field(description="Only a consequence (ray.kill, an actor died) was found, no cause."),
+    ),
+}
+FailureOut = create_model(
+    "FailureOut",
+    __base__=Schema,
+    __doc__="Why the Job's current run failed or is failing: its first error, named by a failure "
+    "signature (docs/failures.md). `first_error` and `raised_at` are log content: "
+    + DIAGNOSTICS
+    + "null.",
+    **_FAILURE_FIELDS,
+)
+
+
 class JobOut(Worded):
     id: int
     name: str
@@ -230,7 +261,14 @@ class JobOut(Worded):
         "null for a spec written out in full."
     )
     workload: WorkloadOut
+    failure: FailureOut | None = Field(  # type: ignore[valid-type]
+        description="Why the current run failed or is failing (null when nothing names it)."
+    )
     tasks: list[TaskOut]
+
+    @staticmethod
+    def resolve_failure(job: Job, context: Any) -> dict[str, Any] | None:
+        return judge.describe(judge.current(job), shows_diagnostics(job, context))
 
     @staticmethod
     def resolve_template(job: Job) -> str | None:

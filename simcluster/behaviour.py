@@ -1,11 +1,12 @@
 """What a simulated container does, decided by its command line, and what it prints.
 
-`sim run 30`, `sim crash 20 3`, `sim oom 15`, `sim hang`, `sim ray-head`, `sim ray-worker HOST`,
-`sim train STEPS ...` (simcluster/training.py); `run` and `crash` take the text the process
-writes to /dev/termination-log as a last argument (`sim crash 20 3 '{"trainyard": ...}'`). The
-RLinf template's `bash -c SCRIPT` pods are a Ray worker or a driven `train` (simcluster/scripts.py).
-Any other command is a long-running process (a trainer, a server) that never exits on its own.
-Log lines are derived from the instance's start time and the clock, so nothing is stored per line.
+`sim run 30`, `sim crash 20 3`, `sim fail cuda-oom 20`, `sim oom 15`, `sim hang`,
+`sim ray-head`, `sim ray-worker HOST`, `sim train STEPS ...` (simcluster/training.py); `run` and
+`crash` take the text the process writes to /dev/termination-log as a last argument
+(`sim crash 20 3 '{"trainyard": ...}'`). The RLinf template's `bash -c SCRIPT` pods are a Ray
+worker or a driven `train` (simcluster/scripts.py). Any other command is a long-running process
+(a trainer, a server) that never exits on its own. Log lines are derived from the instance's
+start time and the clock, so nothing is stored per line.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MAX_LOG_LINES = 10_000
 class Kind(StrEnum):
     RUN = "run"
     CRASH = "crash"
+    FAIL = "fail"
     OOM = "oom"
     HANG = "hang"
     RAY_HEAD = "ray-head"
@@ -49,6 +51,7 @@ class Behaviour:
     command: str = ""
     train: TrainOptions | None = None
     termination_message: str = ""  # written to terminationMessagePath when it exits on its own
+    failure: str = ""  # `sim fail`: which of FAILURES it prints before exiting 1
 
     @property
     def exit_reason(self) -> str:
@@ -100,6 +103,9 @@ def _parse_sim(args: list[str], command: str) -> Behaviour:
         return Behaviour(
             Kind.CRASH, float(args[1]), code or 1, command=command, termination_message=message
         )
+    if verb == "fail" and args[1] in FAILURES:
+        seconds = float(args[2]) if len(args) > 2 else 20.0
+        return Behaviour(Kind.FAIL, seconds, 1, command=command, failure=args[1])
     if verb == "oom":
         return Behaviour(Kind.OOM, float(args[1]) if len(args) > 1 else 10.0, 137, command=command)
     if verb == "hang":
@@ -142,6 +148,8 @@ def banner(behaviour: Behaviour, instance: Instance) -> list[str]:
             f"[sim] working for {behaviour.seconds:g}s, "
             f"then failing with exit code {behaviour.exit_code}",
         ]
+    if kind is Kind.FAIL:
+        return [f"[sim] {behaviour.command}", "[INFO] initialising NCCL process group"]
     if kind is Kind.OOM:
         return [f"[sim] {behaviour.command}", "[sim] allocating memory without bound"]
     if kind is Kind.HANG:
@@ -163,8 +171,8 @@ def banner(behaviour: Behaviour, instance: Instance) -> list[str]:
     if kind is Kind.USAGE:
         return [
             f"sim: cannot understand {behaviour.command!r}",
-            "usage: sim run SECONDS | sim crash SECONDS [CODE] | sim oom SECONDS | sim hang | "
-            "sim ray-head | sim ray-worker HOST",
+            "usage: sim run SECONDS | sim crash SECONDS [CODE] | sim fail KIND SECONDS | "
+            "sim oom SECONDS | sim hang | sim ray-head | sim ray-worker HOST",
             f"       {training.USAGE}",
         ]
     if kind is Kind.TRAIN:
@@ -202,6 +210,8 @@ def final_lines(behaviour: Behaviour, instance: Instance) -> list[str]:
         ]
     if behaviour.kind is Kind.RUN:
         return [f"[sim] finished after {behaviour.seconds:g}s, exiting 0"]
+    if behaviour.kind is Kind.FAIL:
+        return FAILURES[behaviour.failure]
     if behaviour.kind is Kind.CRASH:
         return [
             "Traceback (most recent call last):",
@@ -214,8 +224,36 @@ def final_lines(behaviour: Behaviour, instance: Instance) -> list[str]:
     return []
 
 
+# What `sim fail KIND` prints as it dies: the shapes PyTorch, NCCL and Ray print (docs/failures.md),
+# the cause first, then the consequences a console must not mistake for it.
+FAILURES: dict[str, list[str]] = {
+    "cuda-oom": [
+        "Traceback (most recent call last):",
+        '  File "/opt/RLinf/rlinf/workers/actor/fsdp_actor_worker.py", line 388, in run_training',
+        "    loss.backward()",
+        '  File "/opt/RLinf/rlinf/hybrid_engines/fsdp/utils.py", line 97, in backward',
+        "    torch.autograd.backward(tensors)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 79.25 GiB of which 1.02 GiB is free.",
+        "The actor is dead because it was killed by `ray.kill`.",
+        "Worker exit type: SYSTEM_ERROR",
+    ],
+    "nccl-timeout": [
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18244, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600045 "
+        "milliseconds before timing out.",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "Traceback (most recent call last):",
+        '  File "/opt/RLinf/rlinf/scheduler/trainer.py", line 218, in step',
+        "    dist.all_reduce(grad)",
+        "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+    ],
+}
+
+
 def prints_steps(behaviour: Behaviour) -> bool:
-    return behaviour.kind in (Kind.RUN, Kind.CRASH, Kind.OOM, Kind.SERVE)
+    return behaviour.kind in (Kind.RUN, Kind.CRASH, Kind.FAIL, Kind.OOM, Kind.SERVE)
 
 
 def log_lines(

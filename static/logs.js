@@ -1,6 +1,7 @@
 // The logs page (templates/jobs/logs.html): a search that hides the lines without the text as one
 // types (the server did the same for the `q` it was sent), and a followed tail that keeps its
-// scroll: at the bottom when it was at the bottom, where it was otherwise.
+// scroll: at the bottom when it was at the bottom, where it was otherwise; a kept log opened at
+// one line (#L41) scrolled to it.
 (function () {
   function filterLines() {
     var box = document.getElementById("log-q");
@@ -46,7 +47,15 @@
       box.addEventListener("input", filterLines);
     }
     var log = document.querySelector("[data-log]");
-    if (log) {
+    if (!log) {
+      return;
+    }
+    // A link to one line (#L41, from the failure banner) shows that line; else the newest.
+    var target = location.hash ? document.getElementById(location.hash.slice(1)) : null;
+    if (target && log.contains(target)) {
+      target.hidden = false;
+      log.scrollTop = target.offsetTop - log.offsetTop - log.clientHeight / 3;
+    } else {
       log.scrollTop = log.scrollHeight;
     }
   }

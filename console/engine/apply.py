@@ -26,6 +26,7 @@ from console.kube.gateway import (
     Resource,
 )
 from console.kube.observations import WorkloadObs, parse_batch_job, parse_statefulset
+from failures import store
 from jobs.messages import Kube, Message, Param, encode, waiting_for_upstream
 from jobs.models import Job, Operation, Task
 
@@ -184,6 +185,8 @@ def record(
     with transaction.atomic():
         written = _record_operations(operations, outcome, blocked, now, cluster)
         if job.delete_requested_at is not None and outcome.ok:
+            # Its kept logs go with it (issue 34), unless TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS.
+            store.forget_job(job.pk, now)
             Job.objects.filter(pk=job.pk, delete_requested_at__isnull=False).delete()
             return written + 1
         return written + _record_tasks(job, outcome, now)

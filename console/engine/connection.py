@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.kube.client import ClientConfigError, one_off_client, timeouts
 from console.kube.gateway import ClusterUnreachable, Gateway
 from console.kubeconfig import KubeconfigRejected

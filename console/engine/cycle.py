@@ -56,9 +56,10 @@ from console.engine.derive import (
     derive_nodes,
     derive_workflows,
 )
+from console.engine.gateways import gateway_for
+from console.engine.keep_logs import Due, before_removal, due_after
 from console.engine.memory import Snapshot, Touched
 from console.engine.observe import Change, Reading, relist_all, watch_all
-from console.engine.one_job import gateway_for
 from console.engine.plan import JobObjects, group_by_job, plan
 from console.engine.rows import (
     State,
@@ -99,6 +100,8 @@ class SyncResult:
     api_writes: int = 0
     bytes_received: int = 0
     rows_written: int = 0
+    # Logs to keep now that the cycle committed (console.engine.keep_logs): the task queues them.
+    logs_due: tuple[Due, ...] = ()
 
     def summary(self) -> str:
         """One line for `manage.py sync_clusters` (prefixed there by the cluster's name) and the
@@ -174,6 +177,7 @@ def reconcile_cluster(gateway: Any, state: State, snapshot: Snapshot, now: datet
         needs_record = writes or operations or job.delete_requested_at is not None
         if not needs_record and not any(task.apply_error for task in job.tasks):
             continue
+        before_removal(job, writes)
         outcome = apply_job(gateway, writes)
         result.rows_written += record(job, outcome, operations, blocked, now, state.cluster.name)
         result.answered += outcome.answered
@@ -350,6 +354,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
         rows += notify_after_cycle(cluster, changes.touched_jobs, _addon_phases(changes), now)
     record_completions(cluster_id, reading.changes)
+    logs_due = tuple(due_after(changes, state))
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(
         cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now,
@@ -366,5 +371,6 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         api_writes=gateway.writes,
         bytes_received=gateway.bytes_received,
         rows_written=rows,
+        logs_due=logs_due,
     )
     return _costs(result, started)

@@ -12,8 +12,8 @@ from django.utils.dateparse import parse_datetime
 
 from console import kubeconfig
 from console.engine.apply import unreachable_reason
-from console.engine.one_job import gateway_for
-from console.kube.gateway import ClusterUnreachable
+from console.engine.gateways import gateway_for
+from console.kube.gateway import ClusterUnreachable, Gateway
 from console.kube.manifests import CONTAINER
 from console.models import Cluster
 from jobs.messages import Message
@@ -26,8 +26,8 @@ EVENT_LIMIT = 50
 
 @dataclass(frozen=True)
 class LogTail:
-    """What the API server answered: `cut` when the answer filled `limit_bytes` (its first
-    line may then be partial)."""
+    """The newest lines of a log, whole: `cut` when older lines were left out to stay within
+    the byte cap (the text then starts at a line boundary, never mid-line)."""
 
     text: str
     cut: bool
@@ -60,18 +60,56 @@ class LogUnavailable(Exception):
         return bool(self.detail)
 
 
+# How many times a read asks again with fewer lines before it keeps what it has.
+MAX_ASKS = 6
+
+
 def pod_log(
     cluster: Cluster, namespace: str, pod: str, container: str, tail_lines: int,
     limit_bytes: int, previous: bool = False, timestamps: bool = False,
 ) -> LogTail:  # fmt: skip
-    """Raises LogUnavailable."""
+    """The last `tail_lines` lines of a container's log that fit in `limit_bytes`, the newest
+    always kept. Raises LogUnavailable.
+
+    The API server counts `limitBytes` from where `tailLines` starts and stops there, so an
+    answer that fills it has lost its *newest* lines (and may end mid-line; KUBERNETES-FACTS.md,
+    Pod logs). So the cap asked for is twice ours, an answer that fills it is asked again with
+    as many lines as fitted, scaled down, and the start of a whole answer is cut here to
+    `limit_bytes` at a line boundary."""
+    gateway, lines, asked = _gateway(cluster), tail_lines, 2 * limit_bytes
+    for _ in range(MAX_ASKS):
+        text = _read(gateway, namespace, pod, container, lines, asked, previous, timestamps)
+        if len(text.encode()) < asked or lines == 1:
+            break
+        fitted = text.count("\n")  # whole lines within the cap
+        lines = max(1, min(lines - 1, fitted * limit_bytes // asked))
+    return _newest(text, limit_bytes, cut=lines < tail_lines)
+
+
+def _gateway(cluster: Cluster) -> Gateway:
     try:
-        text = gateway_for(cluster).log(
-            namespace, pod, container, tail_lines, limit_bytes, previous, timestamps
-        )
-    except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
+        return gateway_for(cluster)
+    except kubeconfig.KubeconfigRejected as error:
         raise _unavailable(error) from None
-    return LogTail(text, len(text.encode()) >= limit_bytes)
+
+
+def _read(
+    gateway: Gateway, namespace: str, pod: str, container: str, lines: int, limit: int,
+    previous: bool, timestamps: bool,
+) -> str:  # fmt: skip
+    try:
+        return gateway.log(namespace, pod, container, lines, limit, previous, timestamps)
+    except ClusterUnreachable as error:
+        raise _unavailable(error) from None
+
+
+def _newest(text: str, limit_bytes: int, cut: bool) -> LogTail:
+    """The end of `text` within `limit_bytes`, from the first whole line that fits."""
+    data = text.encode()
+    if len(data) <= limit_bytes:
+        return LogTail(text, cut)
+    start = data.find(b"\n", len(data) - limit_bytes - 1) + 1
+    return LogTail(data[start or len(data) - limit_bytes :].decode(errors="replace"), True)
 
 
 def pod_events(cluster: Cluster, namespace: str, pod: str) -> list[PodEvent]:

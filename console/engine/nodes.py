@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.kube.gateway import (
     BUDGETS,
     NODES,

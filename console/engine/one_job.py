@@ -4,16 +4,17 @@ resume is applied now rather than at the next sync."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
 
 from console import kubeconfig
 from console.engine.apply import Outcome, apply_job, record, unreachable_reason
+from console.engine.gateways import gateway_for
+from console.engine.keep_logs import before_removal
 from console.engine.plan import JobObjects, plan
 from console.engine.rows import JobRow, job_rows, load_blocked, pending_operations
-from console.kube import JOB_LABEL, MANAGED_SELECTOR, client
+from console.kube import JOB_LABEL, MANAGED_SELECTOR
 from console.kube.gateway import (
     BATCH_JOBS,
     SERVICES,
@@ -32,21 +33,6 @@ from console.models import Cluster
 from jobs.models import Job
 
 logger = logging.getLogger(__name__)
-
-
-def gateway_for(cluster: Cluster) -> Gateway:
-    """Raises KubeconfigRejected when the stored kubeconfig is unusable: its text is read at
-    every use (the stored text or the file it names may have changed since it was entered) and
-    checked whenever it is not the text the cluster's client was built from."""
-    try:
-        api = client.api_client(cluster.pk, cluster.kubeconfig, cluster.context, _checked)
-    except client.ClientConfigError as error:
-        raise kubeconfig.KubeconfigRejected(str(error)) from None
-    return Gateway(api, client.timeouts())
-
-
-def _checked(text: str, context: str) -> dict[str, Any]:
-    return kubeconfig.validate_kubeconfig(text, context, insecure=True)
 
 
 def observe_job(gateway: Gateway, job: JobRow) -> JobObjects:
@@ -76,7 +62,9 @@ def reconcile_job(job_id: int) -> None:
     blocked = load_blocked(jobs).get(job.pk, [])
     try:
         gateway = gateway_for(cluster)
-        outcome = apply_job(gateway, plan(job, observe_job(gateway, job), blocked))
+        writes = plan(job, observe_job(gateway, job), blocked)
+        before_removal(job, writes)
+        outcome = apply_job(gateway, writes)
     except (ClusterUnreachable, kubeconfig.KubeconfigRejected) as error:
         outcome = Outcome(unreachable=str(error), why_unreachable=unreachable_reason(error))
     operations = pending_operations(Q(job_id=job.pk)).get(job.pk, [])

@@ -9,7 +9,7 @@ of the Jobs shown (jobs.problem_facts), which the troubleshooting panel's own ru
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 
 from console.models import Cluster
 from console.web import HtmxHttpRequest, age_words_in_steps, not_modified, poll_version
+from failures import judge
 from jobs.access import User, clusters_for, jobs_for
 from jobs.choices import Action, JobPhase
 from jobs.diagnostics import Diagnostics, diagnostics_for
@@ -49,6 +50,7 @@ CANDIDATE_LIMIT = ATTENTION_LIMIT * 3 // 2
 ATTENTION_FIELDS = (
     "name",
     "phase",
+    "run",
     "stopped",
     "created_at",
     "observed_at",
@@ -66,6 +68,7 @@ class Attention:
     project: str
     phase: str
     reasons: tuple[Reason, ...]
+    failure: str = ""  # why its run failed, short (failures.judge.short)
 
 
 def _resumes() -> QuerySet[Operation]:
@@ -136,9 +139,15 @@ def attention_jobs(
     )
     problems = known_problems(candidates, now, diagnostics)
     resumed = last_resumes(job.pk for job in candidates if job.phase == JobPhase.PENDING)
+    failures = judge.current_of(candidates)
+    own = judge.own_signatures(failures.values())
     rows = [
         _attention_row(job, problems[job.pk], resumed.get(job.pk), workloads.get(job.pk), now)
         for job in candidates
+    ]
+    rows = [
+        replace(row, failure=judge.short(failures[row.pk], own)) if row.pk in failures else row
+        for row in rows
     ]
     rows = [row for row in rows if row.reasons]
     unjudged = candidates[-1].needing_total - len(candidates) if candidates else 0

@@ -14,7 +14,7 @@ from console import metrics
 from console.statements import Statement
 from jobs.api.core import ObjectId, api, body_doc, error
 from jobs.models import Job
-from jobs.operations import schedule_reconcile
+from jobs.operations import schedule_keep_logs, schedule_reconcile
 from jobs.schemas import SIGNALS, SignalsAccepted
 from jobs.workload import intake, report
 from jobs.workload.intake import SignalBatch
@@ -105,5 +105,7 @@ def post_signals(request: HttpRequest, job_id: ObjectId) -> Status[dict[str, int
     recorded = report.record(job_id, run, items)
     if recorded.stopped:
         schedule_reconcile(job_id)
+    if recorded.ended:
+        schedule_keep_logs(job_id, "completion")
     metrics.count_signals(cluster, items, recorded.accepted)
     return Status(202, {"accepted": recorded.accepted, "duplicates": recorded.duplicates})

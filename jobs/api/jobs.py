@@ -41,7 +41,7 @@ def _jobs(user: AbstractBaseUser) -> QuerySet[Job]:
     return (
         jobs_for(user)
         .select_related("project", "cluster", "workload")
-        .prefetch_related(_tasks_prefetch())
+        .prefetch_related(_tasks_prefetch(), "findings")
     )
 
 

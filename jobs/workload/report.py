@@ -50,6 +50,7 @@ class Recorded:
     accepted: int
     duplicates: int
     stopped: bool  # the Job's stop_on_completion stopped it: its caller reconciles it
+    ended: bool = False  # a completion came: its caller keeps the logs (console.engine.keep_logs)
 
 
 def record(
@@ -73,7 +74,7 @@ def record(
     job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, folded.outcome)
-    return Recorded(len(accepted), len(items) - len(accepted), stopped)
+    return Recorded(len(accepted), len(items) - len(accepted), stopped, bool(folded.outcome))
 
 
 def stop_on_completion(job: Job, outcome: str) -> bool:

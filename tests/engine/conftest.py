@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from console.engine.cycle import SyncResult, sync_cluster
-from console.engine.one_job import gateway_for
+from console.engine.gateways import gateway_for
 from console.kube.gateway import Gateway
 from console.models import Cluster
 from jobs import operations

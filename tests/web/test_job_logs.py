@@ -5,6 +5,7 @@ checked by authorised operators")."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -85,8 +86,11 @@ def test_it_filters_the_shown_lines_by_the_search_without_javascript(
     alice: User, running: Job
 ) -> None:
     text = _page(alice, running, "?q=WORKING+for").content.decode()
-    assert '<span class="log-line">[sim] working for 3600s' in text
-    assert '<span class="log-line" hidden>[sim] sim run 3600' in text
+    # Each line numbered (issue 34: an anchor #L<n> and the number drawn beside it).
+    assert re.search(
+        r'<span class="log-line" id="L\d+" data-n="\d+">\[sim\] working for 3600s', text
+    )
+    assert re.search(r'<span class="log-line" id="L1" data-n="1" hidden>\[sim\] sim run 3600', text)
     assert "<output data-log-matches>1</output>" in text
 
 

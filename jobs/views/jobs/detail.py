@@ -12,10 +12,13 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, F, Q
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 
 from console.models import Cluster, Node
 from console.web import HtmxHttpRequest, not_modified, poll_version
+from failures import judge
+from failures.models import Finding
 from jobs import rlinf
 from jobs.access import get_job_for_user, jobs_for
 from jobs.choices import JOB_TERMINAL, Action, JobPhase, TaskKind
@@ -84,6 +87,7 @@ class StatusFacts:
     observed_at: datetime | None
     decision: Operation | None
     panel: dict[str, Any]
+    failure: Finding | None
     version: str
 
 
@@ -100,14 +104,16 @@ def status_facts(request: HtmxHttpRequest, job: Job) -> StatusFacts:
     observed_at = status.job_freshness(job, now).observed_at
     decision = _decision(job, operations, observed_at)
     panel = workload_panel(job, now)
+    failure = judge.current(job)
     version = poll_version(
         request, _job_key(job), cluster.reachable, cluster.stale, cluster.waiting,
         [_task_key(row) for row in tasks],
         [(op.pk, op.result, op.message, op.finished_at) for op in operations],
-        decision and decision.pk, sorted(actions), diagnostics, panel_key(panel), now=now,
+        decision and decision.pk, sorted(actions), diagnostics, panel_key(panel),
+        failure and (failure.pk, failure.judged_at), now=now,
     )  # fmt: skip
     facts = (now, cluster, tasks, operations, actions, diagnostics, observed_at, decision)
-    return StatusFacts(*facts, panel, version)
+    return StatusFacts(*facts, panel, failure, version)
 
 
 def job_context(
@@ -137,7 +143,44 @@ def job_context(
         "has_statefulset": any(row.task.kind == TaskKind.STATEFULSET for row in tasks),
         "is_running": job.phase == JobPhase.RUNNING,
         "stop_keeps_failed": job.phase == JobPhase.FAILED and Action.STOP in actions,
+        "failure": shown_failure(job, facts.failure, facts.diagnostics, facts.now),
     }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ShownFailure:
+    """The failure banner (issue 34, item 5) as its reader sees it: the label, class and advice
+    for every reader; the log line, where it was raised and the link to it in the kept log only
+    with diagnostics (jobs.diagnostics)."""
+
+    finding: Finding
+    words: judge.Words
+    failed: bool  # the run ended (Failed, or Stopped since); else it is failing (a restart)
+    at: str  # local time: "03:12" today, with the date before
+    at_full: str
+    line: str
+    raised_at: str
+    log_url: str
+
+
+def shown_failure(
+    job: Job, finding: Finding | None, diagnostics: bool, now: datetime
+) -> ShownFailure | None:
+    if finding is None:
+        return None
+    at = timezone.localtime(finding.at) if finding.at else None
+    today = at is not None and at.date() == timezone.localtime(now).date()
+    log_url = ""
+    if diagnostics and finding.kept_log_id is not None:
+        logs = reverse("job_logs", args=[job.pk])
+        log_url = f"{logs}?kept={finding.kept_log_id}#L{finding.line_number or 1}"
+    return ShownFailure(
+        finding, judge.words(finding), job.phase in (JobPhase.FAILED, JobPhase.STOPPED),
+        at.strftime("%H:%M" if today else "%Y-%m-%d %H:%M") if at else "",
+        at.strftime("%Y-%m-%d %H:%M:%S %Z") if at else "",
+        finding.first_error if diagnostics else "",
+        finding.raised_at if diagnostics else "", log_url,
+    )  # fmt: skip
 
 
 # The phase each operation sets itself (jobs.operations): Stopped on stop, Pending on resume.

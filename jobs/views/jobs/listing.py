@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.web import HtmxHttpRequest, duration_words, not_modified, poll_version
+from failures import judge
 from jobs.access import clusters_for, jobs_for, projects_for
 from jobs.diagnostics import Diagnostics, diagnostics_for
 from jobs.forms import JobFilterForm
@@ -106,10 +107,13 @@ class Row:
     workload: Workload
     workload_reason: str  # its reason, stored form (jobs.messages)
     diagnostics: bool = False
+    failure: str = ""  # why its run failed, short (failures.judge.short)
 
 
 def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]:
     rows = []
+    failures = judge.current_of(page.object_list)
+    own = judge.own_signatures(failures.values())
     for job in page.object_list:
         freshness = status.job_freshness(job, now)
         cluster = cluster_state(job.cluster, now)
@@ -120,9 +124,11 @@ def _rows(page: Page[Job], now: datetime, diagnostics: Diagnostics) -> list[Row]
         age = duration_words(job.created_at, now)
         workload = workload_of(job, now)
         reason = encode(workload.reason) if workload.reason else ""
+        failure = failures.get(job.pk)
         row = Row(
-            job, freshness.observed_at, stale, reachable, age, created, workload, reason, shown
-        )
+            job, freshness.observed_at, stale, reachable, age, created, workload, reason, shown,
+            judge.short(failure, own) if failure else "",
+        )  # fmt: skip
         rows.append(row)
     return rows
 
@@ -134,7 +140,7 @@ def _row_key(row: Row) -> tuple[object, ...]:
     return (job.pk, job.name, job.phase, job.message, job.stopped, job.observed_at,
             job.cluster_id, job.project_id, job.owner_id, row.stale, row.reachable,
             row.diagnostics, row.workload.state, row.workload.step, row.workload.max_steps,
-            row.workload.source, _lasting(row.workload))  # fmt: skip
+            row.workload.source, _lasting(row.workload), row.failure)  # fmt: skip
 
 
 def _lasting(workload: Workload) -> object:

@@ -1,5 +1,7 @@
 """The logs of a Job's pods (issue 10, item 1): choose a pod and container, a tail, follow it
-while the tab is visible, search the shown lines, download them. The rules are jobs.pod_logs'."""
+while the tab is visible, search the shown lines, download them. And every container run the
+console kept (issue 34, item 2: `?kept=<id>`), or says it did not keep, for the readers who see
+diagnostics. The rules are jobs.pod_logs'."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.web import HtmxHttpRequest, not_modified, poll_version
+from failures import store
+from failures.attempts import attempts
+from failures.models import KeptLog
 from jobs import pod_logs
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL
@@ -41,6 +46,8 @@ def job_logs_download(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The tail as a text/plain attachment, as the API server answered it."""
     job = get_job_for_user(request.user, pk)
     pod_logs.check_reader(request.user, job)
+    if "kept" in request.GET:
+        return _kept_download(request, job)
     try:
         wanted = _wanted(request, job, request.GET.get("pod", ""))
     except pod_logs.BadLogRequest as error:
@@ -53,6 +60,25 @@ def job_logs_download(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     name = f"{wanted.pod}-{wanted.container}{'-previous' if wanted.previous else ''}.log"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+def _kept_download(request: HtmxHttpRequest, job: Job) -> HttpResponse:
+    kept = _kept_log(request, job)
+    response = _plain(store.read(kept))
+    name = f"{kept.pod_name}-{kept.container}-run{kept.run}-restart{kept.attempt}.log"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+def _kept_log(request: HtmxHttpRequest, job: Job) -> KeptLog:
+    """The kept log asked for (`kept`), of this Job: PermissionDenied without diagnostics,
+    Http404 for another Job's or none."""
+    pod_logs.check_kept_reader(request.user, job)
+    value = request.GET.get("kept", "")
+    kept = KeptLog.objects.filter(job=job, pk=value).first() if value.isdigit() else None
+    if kept is None:
+        raise Http404("No such kept log of this job.")
+    return kept
 
 
 def _plain(text: str, status: int = 200) -> HttpResponse:
@@ -84,7 +110,11 @@ def _context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
         "lines": [], "rows": [], "shown": [], "cut": False, "now": timezone.now(),
         "tail": request.GET.get("tail", ""), "container": request.GET.get("container", ""),
     }  # fmt: skip
-    if pod:
+    if context["diagnostics"]:
+        context["attempts"], context["attempts_capped"] = attempts(job)
+    if "kept" in request.GET:
+        context |= _read_kept(request, job)
+    elif pod:
         context |= _read(request, job, pod)
     context["version"] = poll_version(
         request, context["error"], context["lines"], context["cut"], query
@@ -106,6 +136,16 @@ def _read(request: HtmxHttpRequest, job: Job, pod: str) -> dict[str, Any]:
     rows = pod_logs.marked(tail.lines, request.GET.get("q", ""))
     shown = [line for line, match in rows if match]
     return {"wanted": wanted, "lines": tail.lines, "rows": rows, "shown": shown, "cut": tail.cut}
+
+
+def _read_kept(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
+    """A kept log instead of the live tail: not followed (it writes no more)."""
+    kept = _kept_log(request, job)
+    lines = store.read(kept).splitlines()
+    rows = pod_logs.marked(lines, request.GET.get("q", ""))
+    shown = [line for line, match in rows if match]
+    return {"kept": kept, "lines": lines, "rows": rows, "shown": shown, "cut": kept.cut,
+            "follow": False, "pod": kept.pod_name}  # fmt: skip
 
 
 def _events(job: Job, pod: str) -> tuple[list[Any], str]:

@@ -1,0 +1,129 @@
+"""Logs kept at the moments Kubernetes would lose them (issue 34, item 1): a container's
+previous run when the sync sees its restart count rise (the kubelet keeps one previous run
+only, so it is read at once, before the next restart overwrites it), every current container
+when the Job turns Failed or its workload reports its end, and before the console itself stops,
+resumes or deletes the Job (kept first, then scaled down).
+
+The sync only notes what is due (`due_after`, after its commit); the reads run in a Celery task
+outside the cycle and its transaction, a few at a time. A pod Kubernetes removed first is not
+kept: the page says "not kept" for an attempt with no row, never pretends."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import NamedTuple
+
+from django.conf import settings
+from django.utils import timezone
+
+from console.engine.live_reads import CONTAINERS, LogUnavailable, pod_log
+from console.engine.plan import Verb, Write
+from console.engine.rows import JobRow, State
+from console.engine.write import Changes
+from console.kube.gateway import BATCH_JOBS, STATEFULSETS
+from failures import judge, store
+from failures.models import KeptLog
+from jobs.choices import JobPhase
+from jobs.models import Job
+from workers.models import PodInstance
+
+logger = logging.getLogger(__name__)
+
+PARALLEL_READS = 4
+WHY = KeptLog.Why
+
+
+class KeepPod(NamedTuple):
+    """One container run to keep: the current one, or the one before it (`previous`)."""
+
+    pod_name: str
+    pod_uid: str
+    container: str
+    attempt: int
+    previous: bool
+
+
+class Due(NamedTuple):
+    job_id: int
+    why: str
+    pods: tuple[KeepPod, ...]  # empty: every present pod's current containers
+
+
+def due_after(changes: Changes, state: State) -> list[Due]:
+    """What a cycle's changes call for: a restart's previous run (one Due per Job; a pod first
+    seen after a restart too), every container of a Job that turned Failed."""
+    job_of = {task.pk: job.pk for job in state.jobs for task in job.tasks}
+    restarted: dict[int, list[KeepPod]] = {}
+    for instance in [*changes.instances, *changes.new_instances]:
+        row = state.instances.get(instance.uid)
+        if instance.restart_count <= (row.restart_count if row else 0):
+            continue
+        pods = restarted.setdefault(job_of.get(instance.task_id, 0), [])
+        attempt = instance.restart_count - 1
+        pods += [KeepPod(instance.pod_name, instance.uid, c, attempt, True) for c in CONTAINERS]
+    due = [Due(job, WHY.RESTART, tuple(pods)) for job, pods in restarted.items() if job]
+    failed = [c.pk for c in changes.jobs if c.fields.get("phase") == JobPhase.FAILED]
+    return due + [Due(job_id, WHY.FAILED, ()) for job_id in failed]
+
+
+def keep(job_id: int, why: str, pods: Sequence[KeepPod] = (), now: datetime | None = None) -> int:
+    """Reads and stores the runs asked for (every present pod's current containers when none
+    are named); then, when the moment is a failure's, judges the run again. Returns how many
+    were kept."""
+    now = now or timezone.now()
+    job = Job.objects.select_related("cluster").filter(pk=job_id).first()
+    if job is None:
+        return 0
+    tails = read_tails(job, list(pods) or current_pods(job))
+    kept = store.save(job, why, tails, now)
+    if why in (WHY.RESTART, WHY.FAILED, WHY.COMPLETION) and (kept or why != WHY.RESTART):
+        judge.judge(job.pk, now)
+    return len(kept)
+
+
+def current_pods(job: Job) -> list[KeepPod]:
+    present = PodInstance.objects.filter(task__job=job, gone_at__isnull=True)
+    return [
+        KeepPod(i.pod_name, i.uid, container, i.restart_count, False)
+        for i in present.order_by("pod_name")
+        for container in CONTAINERS
+    ]
+
+
+def read_tails(job: Job, pods: Iterable[KeepPod]) -> list[store.Tail]:
+    """The tails, read PARALLEL_READS at a time; a pod that cannot be read is left out."""
+    with ThreadPoolExecutor(PARALLEL_READS) as pool:
+        read = pool.map(lambda pod: _read(job, pod), pods)
+        return [tail for tail in read if tail is not None]
+
+
+def _read(job: Job, pod: KeepPod) -> store.Tail | None:
+    keep_bytes = settings.TRAINYARD_LOG_KEEP_KIB * 1024
+    try:
+        tail = pod_log(
+            job.cluster, job.namespace, pod.pod_name, pod.container, max(1000, keep_bytes // 40),
+            keep_bytes, previous=pod.previous, timestamps=True,
+        )  # fmt: skip
+    except LogUnavailable as error:
+        logger.info("job %s: the log of %s was not kept: %s", job.pk, pod.pod_name, error)
+        return None
+    return store.Tail(pod.pod_name, pod.pod_uid, pod.container, pod.attempt, tail.text, tail.cut)
+
+
+def before_removal(job: JobRow, writes: Sequence[Write]) -> None:
+    """A stop, a resume or a delete keeps every current container first: the writes that remove
+    pods (a scale to 0, a workload deleted) are applied only after."""
+    removes = any(
+        w.resource in (STATEFULSETS, BATCH_JOBS)
+        and (w.verb == Verb.DELETE or (w.verb == Verb.SCALE and w.replicas == 0))
+        for w in writes
+    )
+    if not removes:
+        return
+    if job.delete_requested_at is not None:
+        keep(job.pk, WHY.DELETE)
+    else:
+        keep(job.pk, WHY.STOP if job.stopped else WHY.RESUME)

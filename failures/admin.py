@@ -1,0 +1,115 @@
+"""Admin for operators (issue 34): their own failure signatures, each RE2 pattern checked when it
+is saved and tried on a pasted log (the test box: the lines it matches are shown after saving);
+the kept logs and the findings read-only, as the engine wrote them. Kept logs are diagnostics,
+so each page here is for operators (jobs.access.is_operator) who are also staff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from failures.models import Finding, KeptLog, Signature
+from jobs.access import is_operator
+from jobs.admin import ReadOnlyAdmin
+from jobs.status.failure import compile_pattern, matching_lines
+
+
+class OperatorsOnly:
+    """For operators (the role, not model permissions: jobs.access.is_operator), on the admin
+    site that is for staff; hidden from staff who are not operators."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return is_operator(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return is_operator(request.user)
+
+
+class SignatureForm(forms.ModelForm):  # type: ignore[type-arg]
+    sample = forms.CharField(
+        label=_("Test on a log"), required=False, widget=forms.Textarea(attrs={"rows": 8}),
+        help_text=_("Paste log lines: after saving, the lines the pattern matches are shown "
+                    "(at most 20). Nothing pasted here is stored."),
+    )  # fmt: skip
+
+    class Meta:
+        model = Signature
+        fields = [
+            "code", "label", "label_zh", "failure_class", "pattern", "advice", "advice_zh",
+            "consequence", "enabled",
+        ]  # fmt: skip
+
+    def clean_pattern(self) -> str:
+        pattern: str = self.cleaned_data["pattern"]
+        try:
+            compile_pattern(pattern)
+        except ValueError as error:
+            raise forms.ValidationError(
+                _("Not a valid RE2 pattern (no backreferences or lookaround): %(error)s"),
+                params={"error": error},
+            ) from None
+        return pattern
+
+
+@admin.register(Signature)
+class SignatureAdmin(OperatorsOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+    form = SignatureForm
+    list_display = ["code", "label", "failure_class", "consequence", "enabled", "created_by"]
+    list_filter = ["failure_class", "enabled", "consequence"]
+    search_fields = ["code", "label", "pattern"]
+    list_select_related = ["created_by"]
+    readonly_fields = ["created_by", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return is_operator(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return is_operator(request.user)
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return is_operator(request.user)
+
+    def save_model(self, request: HttpRequest, obj: Signature, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+        sample = form.cleaned_data.get("sample", "")
+        if sample:
+            self._show_matches(request, obj.pattern, sample)
+
+    def _show_matches(self, request: HttpRequest, pattern: str, sample: str) -> None:
+        lines = matching_lines(pattern, sample)
+        if not lines:
+            self.message_user(request, gettext("The pattern matches no line of the log pasted."),
+                              messages.WARNING)  # fmt: skip
+            return
+        words = gettext("The pattern matches these lines of the log pasted:")
+        shown = format_html("{}<pre>{}</pre>", words, "\n".join(lines))
+        self.message_user(request, shown, messages.INFO)
+
+
+@admin.register(KeptLog)
+class KeptLogAdmin(OperatorsOnly, ReadOnlyAdmin):
+    list_display = [
+        "pod_name", "container", "attempt", "job_name", "run", "why", "kept_at", "lines",
+        "stored_bytes", "cut", "delete_after",
+    ]  # fmt: skip
+    list_filter = ["why", "cut", "project"]
+    search_fields = ["job_name", "pod_name", "pod_uid"]
+    list_select_related = ["project", "job"]
+    date_hierarchy = "kept_at"
+
+
+@admin.register(Finding)
+class FindingAdmin(OperatorsOnly, ReadOnlyAdmin):
+    list_display = ["job", "run", "label", "failure_class", "pod_name", "attempt", "at",
+                    "consequence", "judged_at"]  # fmt: skip
+    list_filter = ["failure_class", "consequence", "job__project", "job__cluster"]
+    search_fields = ["job__name", "label", "first_error", "pod_name"]
+    list_select_related = ["job", "kept_log"]

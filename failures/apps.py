@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FailuresConfig(AppConfig):
+    name = "failures"
+    verbose_name = "Failures"

@@ -1,0 +1,80 @@
+"""The admin of failure signatures (issue 34, item 4): an operator's RE2 pattern is checked on
+save (no backreferences, no lookaround: a pattern that could backtrack catastrophically is not
+RE2) and tried on a pasted log; kept logs and findings are read-only; staff who are not
+operators see none of it (kept logs are diagnostics: spec §Pod and Worker status)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from failures.models import Finding, KeptLog, Signature
+
+LOG = (
+    "step 12 loss 0.4\n"
+    "RuntimeError: NCCL communicator was aborted on rank 3: watchdog timeout\n"
+    "step 13 loss 0.4\n"
+)
+FIELDS = {
+    "code": "aborted_comm", "label": "Communicator aborted", "label_zh": "通信器中止",
+    "failure_class": "network/collective", "advice": "Look at rank 3.", "advice_zh": "",
+    "enabled": "on",
+}  # fmt: skip
+
+
+def admin_of(user: User) -> Client:
+    """Staff; olga is an operator (the group "operators"), bob is not."""
+    user.is_staff = True
+    user.save()
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def add(client: Client, **fields: Any) -> Any:
+    return client.post("/admin/failures/signature/add/", {**FIELDS, **fields}, follow=True)
+
+
+def test_it_refuses_a_pattern_re2_cannot_run(olga: User) -> None:
+    response = add(admin_of(olga), pattern=r"(a+)\1")
+    assert response.status_code == 200 and not Signature.objects.exists()
+    assert "Not a valid RE2 pattern" in html.unescape(response.content.decode())
+
+
+def test_it_saves_a_pattern_and_shows_what_it_matches_in_a_pasted_log(olga: User) -> None:
+    response = add(admin_of(olga), pattern=r"communicator was aborted", sample=LOG)
+    text = html.unescape(response.content.decode())
+    assert "The pattern matches these lines of the log pasted:" in text
+    assert (
+        "<pre>RuntimeError: NCCL communicator was aborted on rank 3: watchdog timeout</pre>" in text
+    )
+    saved = Signature.objects.get()
+    assert (saved.code, saved.created_by) == ("aborted_comm", olga)
+
+
+def test_it_says_when_the_pattern_matches_nothing(olga: User) -> None:
+    response = add(admin_of(olga), pattern=r"Xid \d+", sample=LOG)
+    assert "The pattern matches no line of the log pasted." in html.unescape(
+        response.content.decode()
+    )
+
+
+def test_it_shows_kept_logs_and_findings_read_only(olga: User) -> None:
+    client = admin_of(olga)
+    assert client.get("/admin/failures/keptlog/").status_code == 200
+    assert client.get("/admin/failures/finding/").status_code == 200
+    assert client.get("/admin/failures/keptlog/add/").status_code == 403
+    assert client.get("/admin/failures/finding/add/").status_code == 403
+
+
+def test_it_shows_staff_who_are_not_operators_nothing(bob: User) -> None:
+    models = (Signature, KeptLog, Finding)
+    codes = [f"{verb}_{model._meta.model_name}" for model in models for verb in ("view", "add")]
+    bob.user_permissions.add(*Permission.objects.filter(codename__in=codes))
+    client = admin_of(bob)
+    for page in ("signature/", "signature/add/", "keptlog/", "finding/"):
+        assert client.get(f"/admin/failures/{page}").status_code == 403, page
+    assert "failures" not in client.get("/admin/").content.decode().lower()
