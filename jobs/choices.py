@@ -96,3 +96,25 @@ WORKLOAD_ATTENTION = frozenset(
         WorkloadState.FAILED,
     }
 )
+
+
+class UsageClass(models.TextChoices):
+    """What a second of a pod's GPUs was spent on (the GPU-hours ledger, docs/usage.md): the
+    pod's Kubernetes facts and the workload's word at that second (jobs.status.usage)."""
+
+    STARTING = "starting", _("starting")
+    PROGRESSING = "progressing", _("progressing")
+    SILENT = "silent", _("silent")
+    STALLED = "stalled", _("stalled")
+    UNRESPONSIVE = "unresponsive", _("unresponsive")
+    DEGRADED = "degraded", _("degraded")
+    FINISHED = "finished", _("finished")
+    FAILED = "failed", _("failed")
+    STOPPING = "stopping", _("stopping")
+    UNKNOWN = "unknown", _("unknown")
+
+
+# The classes whose every second is wasted (`starting` is wasted only past its grace period).
+WASTED_CLASSES = frozenset(
+    {UsageClass.STALLED, UsageClass.UNRESPONSIVE, UsageClass.FINISHED, UsageClass.FAILED}
+)

@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
 from django.utils import translation
 from django.utils.translation import gettext as _
 
 from console import audit
-from jobs.choices import Action
+from jobs.choices import Action, JobPhase
 from jobs.messages import Message, encode, render_text
 from jobs.models import Job, Operation
+from jobs.status.lifecycle import TransitionRefused, phase_after_stop
 
 User = AbstractBaseUser | AnonymousUser
 Result = Operation.Result
@@ -64,3 +66,26 @@ def record_operation(
         result=result,
         message=encode(message),
     )
+
+
+def stop_by_console(job: Job, reason: Message) -> bool:
+    """A policy of the Job's stops it (stop_on_completion, stop_when_idle_minutes), so its GPUs
+    are freed (spec §Job status: Pending/Running -> Stopped; a Failed Job stays Failed and
+    releases what it holds). Recorded as an Operation with no user and `reason` in words, in
+    the same conditional UPDATE as a user's stop (jobs.operations). Nothing happens, and nothing
+    is recorded, when the Job is being deleted, already stopped, or may not be stopped."""
+    for _attempt in range(5):
+        row = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
+        state = row.values_list("phase", "stopped").first()
+        if state is None or state[1]:
+            return False
+        try:
+            target = phase_after_stop(JobPhase(state[0]), False)
+        except TransitionRefused:
+            return False
+        with transaction.atomic():
+            if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
+                job.refresh_from_db()
+                record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
+                return True
+    return False

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
@@ -25,13 +24,14 @@ from django.utils import timezone
 
 from console.statements import Statement
 from jobs import signals
-from jobs.choices import Action, JobPhase, SignalSource, WorkloadState
+from jobs.choices import JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
 from jobs.models import Job, WorkloadReport
-from jobs.records import Result, record_operation
+from jobs.records import stop_by_console
 from jobs.signals import COMMON, SignalBase
-from jobs.status.lifecycle import TransitionRefused, counted_phase, phase_after_stop
+from jobs.status.lifecycle import counted_phase
 from jobs.status.workload import RECENT_STEPS, Policies, Report, Workload, derive, judge
+from usage import ledger
 
 
 @dataclass(frozen=True)
@@ -59,31 +59,15 @@ def record(
     job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, folded.outcome)
+    stopped = ledger.after_signal(job_id, folded.before, now) or stopped  # GPU-hours, idle policy
     return Recorded(accepted, len(rows) - accepted, stopped)
 
 
 def stop_on_completion(job: Job, outcome: str) -> bool:
     """Policy `stop_on_completion`: the console itself stops a Job whose workload reported its
-    completion, so its GPUs are freed (spec §Job status: Pending/Running -> Stopped; a Failed Job
-    stays Failed and releases what it holds). Recorded as an Operation with no user, in the
-    same conditional UPDATE as a user's stop (jobs.operations). Nothing happens, and nothing is
-    recorded, when the Job is being deleted, already stopped, or may not be stopped."""
-    for _attempt in range(5):
-        row = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
-        state = row.values_list("phase", "stopped").first()
-        if state is None or state[1]:
-            return False
-        try:
-            target = phase_after_stop(JobPhase(state[0]), False)
-        except TransitionRefused:
-            return False
-        with transaction.atomic():
-            if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
-                job.refresh_from_db()
-                reason = Message("operation.stopped_on_completion", {"outcome": outcome})
-                record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
-                return True
-    return False
+    completion, so its GPUs are freed (jobs.records.stop_by_console)."""
+    reason = Message("operation.stopped_on_completion", {"outcome": outcome})
+    return stop_by_console(job, reason)
 
 
 # --- the fold ----------------------------------------------------------------------------------
@@ -105,6 +89,7 @@ def _entry(item: SignalBase, source: SignalSource, now: datetime) -> dict[str, A
 class Folded:
     outcome: str  # the completion outcome the messages carried, else ""
     compact: bool  # the run's signals are due for compaction (jobs.signals.compact)
+    before: Report | None = None  # the report as it was until these messages (usage.ledger)
 
 
 def fold(
@@ -119,6 +104,7 @@ def fold(
         if report.run > run:  # a late word from an earlier run: the report is the current one's
             return Folded("", compact=False)
         before = _rarely_changed(report)
+        previous = _as_report(report)
         if report.run < run:
             report.run, report.first_received_at, report.outcome = run, now, ""
             report.latest, report.steps = {}, []
@@ -132,7 +118,17 @@ def fold(
         after = _rarely_changed(report)
         changed = [name for name in RARELY_CHANGED if before[name] != after[name]]
         report.save(update_fields=["latest", "last_received_at", *changed])  # 1/6 of a whole save
-    return Folded(outcome, compact)
+    return Folded(outcome, compact, previous)
+
+
+def _as_report(report: WorkloadReport) -> Report | None:
+    """The report before the fold changes it in place (its messages copied); None when new."""
+    if not report.latest:
+        return None
+    latest = {kind: dict(entry) for kind, entry in report.latest.items()}
+    return Report(
+        report.run, report.first_received_at, report.last_received_at, latest, list(report.steps)
+    )
 
 
 RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome", "compacted_at")

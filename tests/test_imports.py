@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("bench", "console", "jobs", "scripts", "simcluster", "workers")
+PACKAGES = ("bench", "console", "jobs", "scripts", "simcluster", "usage", "workers")
 
 
 def _module_name(path: Path) -> str:

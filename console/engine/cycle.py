@@ -50,6 +50,7 @@ from console.engine.derive import (
     derive_jobs,
     derive_nodes,
     derive_workflows,
+    gpu_pods,
 )
 from console.engine.observe import Change, Reading, relist_all, watch_all
 from console.engine.observed import Snapshot, Touched
@@ -71,6 +72,7 @@ from console.kube.gateway import ClusterUnreachable, Gateway, WatchExpired
 from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
 from console.models import Cluster, ObservedObject
 from jobs.messages import encode
+from usage import ledger
 
 logger = logging.getLogger(__name__)
 Started = tuple[float, float]  # (time.monotonic(), time.process_time()) at the cycle's start
@@ -237,6 +239,7 @@ def _unreachable(
     message = str(error)
     stored = encode(unreachable_reason(error))
     dropped = {"observations": SCHEMA}  # no stream cursor: the next cycle relists
+    ledger.unreachable(cluster.pk, cluster.last_synced_at, now)  # its GPUs' time is unknown
     finish(
         cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now,
         watch_cursors=dropped,
@@ -335,6 +338,8 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     with transaction.atomic():
         rows = observed.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
+        pods = gpu_pods(state, snapshot.pods, reading.changes, now)
+        rows += ledger.after_sync(cluster.pk, pods, changes.touched_jobs, now)
     record_completions(cluster_id, reading.changes)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(

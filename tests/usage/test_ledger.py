@@ -1,0 +1,83 @@
+"""The GPU-hours ledger on simcluster (issue 33, Build 1): each pod instance's GPUs from bound to
+ended, each second classed, checked to the second against the timeline the test drove."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+
+from console.models import Cluster
+from jobs import operations
+from jobs.models import Job
+from tests.engine.conftest import submit, task
+from tests.usage.conftest import (
+    Clock,
+    bound_at,
+    closed_totals,
+    pod,
+    rolled_up,
+    running_at,
+    say,
+    seconds,
+    sync,
+    timeline,
+)
+from usage.models import GpuInterval
+
+GPUS = {"cpu": "1", "memory": "1Gi", "gpu": 2}
+POLICIES = {"heartbeat_seconds": 30, "stall_after_seconds": 60}
+
+
+def started(alice: User, cluster: Cluster, clock: Clock, name: str = "train") -> Job:
+    """A Job of one 2-GPU worker, synced until its pod runs; the stall threshold is 60 s and
+    the heartbeat 30 s (Unresponsive after 90 s of quiet)."""
+    job = submit(alice, cluster, name, task("worker", resources=GPUS))
+    Job.objects.filter(pk=job.pk).update(spec={**job.spec, "policies": POLICIES})
+    for _cycle in range(6):
+        sync(cluster)
+        if timeline(job) and timeline(job)[-1][1] == "silent":
+            return job
+        clock.advance(2)
+    raise AssertionError(timeline(job))
+
+
+def test_it_counts_a_run_from_bound_to_ended_each_second_in_its_class(
+    alice: User, cluster: Cluster, clock: Clock
+) -> None:
+    job = started(alice, cluster, clock)
+    found = pod(clock.sim, "train-worker-0")
+    bound, running = bound_at(found), running_at(found)
+    assert bound < running
+    clock.advance(20)
+    say(job, {"kind": "progress", "step": 1})  # progressing from here (signal intake)
+    t1 = seconds(clock.now())
+    clock.advance(100)
+    sync(cluster)  # stalled at t1 + 60, unresponsive at t1 + 90: time alone, judged by the sync
+    clock.advance(5)
+    say(job, {"kind": "progress", "step": 2})
+    t2 = seconds(clock.now())
+    clock.advance(20)
+    say(job, {"kind": "completion", "outcome": "succeeded"})
+    t3 = seconds(clock.now())
+    clock.advance(30)
+    operations.stop_job(alice, job)
+    t4 = seconds(clock.now())
+    sync(cluster)  # the stop applied: the workload scaled to 0, the pod deleted
+    for _cycle in range(5):
+        clock.advance(1)
+        sync(cluster)
+    assert not GpuInterval.objects.filter(job=job, ended_at__isnull=True).exists()
+    end = GpuInterval.objects.filter(job=job).latest("ended_at").ended_at
+    assert end is not None
+    pod_ = "train-worker-0"
+    assert timeline(job) == [
+        (pod_, "starting", bound, running),
+        (pod_, "silent", running, t1),
+        (pod_, "progressing", t1, t1 + 60),
+        (pod_, "stalled", t1 + 60, t1 + 90),
+        (pod_, "unresponsive", t1 + 90, t2),
+        (pod_, "progressing", t2, t3),
+        (pod_, "finished", t3, t4),
+        (pod_, "stopping", t4, seconds(end)),
+    ]
+    assert rolled_up(job) == closed_totals(job)
+    assert rolled_up(job)["stalled"] == 2 * 30
