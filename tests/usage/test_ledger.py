@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
-from console.models import Cluster
+from console.engine.cycle import sync_cluster
+from console.models import Cluster, ObservedObject
 from jobs import operations
 from jobs.models import Job
 from tests.engine.conftest import submit, task
@@ -81,3 +82,66 @@ def test_it_counts_a_run_from_bound_to_ended_each_second_in_its_class(
     ]
     assert rolled_up(job) == closed_totals(job)
     assert rolled_up(job)["stalled"] == 2 * 30
+
+
+def test_it_changes_no_total_on_a_relist_or_a_console_restart_mid_run(
+    alice: User, cluster: Cluster, clock: Clock
+) -> None:
+    """A relist compares everything again; a restarted console (its observations forgotten, as
+    after an upgrade) derives everything again: neither opens, closes or counts a second twice."""
+    job = started(alice, cluster, clock)
+    clock.advance(10)
+    say(job, {"kind": "progress", "step": 1})
+    clock.advance(70)  # stalled since 60 s after the step
+    sync(cluster)
+    before = timeline(job)
+    Cluster.objects.filter(pk=cluster.pk).update(relisted_at=None)  # the periodic relist
+    clock.advance(1)
+    assert sync(cluster).relisted
+    ObservedObject.objects.filter(cluster=cluster).delete()  # a restart that forgot everything
+    Cluster.objects.filter(pk=cluster.pk).update(watch_cursors={}, relisted_at=None)
+    clock.advance(1)
+    assert sync(cluster).relisted
+    assert timeline(job) == before
+    assert before[-1][1:] == ("stalled", before[-2][2] + 60, None)
+
+
+def test_it_counts_an_unreachable_clusters_gap_as_unknown(
+    alice: User, cluster: Cluster, clock: Clock
+) -> None:
+    """ARCHITECTURE §Principles: the unreachable time is its own class, not guessed."""
+    job = started(alice, cluster, clock)
+    clock.advance(5)
+    say(job, {"kind": "progress", "step": 1})
+    clock.advance(5)
+    sync(cluster)
+    last_sync = seconds(clock.now())
+    clock.sim.set_fault(status=503, seconds=3600)
+    clock.advance(30)
+    assert not sync_cluster(cluster.pk).reachable
+    clock.advance(30)
+    assert not sync_cluster(cluster.pk).reachable  # a second failure changes nothing more
+    clock.sim.clear_faults()
+    clock.advance(10)
+    say(job, {"kind": "progress", "step": 2})  # the workload spoke while its cluster was away
+    back = seconds(clock.now())
+    sync(cluster)
+    classes = [(klass, start, end) for _pod, klass, start, end in timeline(job)]
+    assert classes[-3:] == [
+        ("progressing", classes[-3][1], last_sync),
+        ("unknown", last_sync, back),
+        ("progressing", back, None),
+    ]
+
+
+def test_it_counts_a_crash_loop_as_starting(alice: User, cluster: Cluster, clock: Clock) -> None:
+    """A container that crashes and waits to restart holds its GPUs doing nothing: starting."""
+    crashing = task("worker", resources=GPUS, command=["sim"], args=["crash", "20"])
+    job = submit(alice, cluster, "crashy", crashing)
+    for _cycle in range(30):
+        sync(cluster)
+        if [row[1] for row in timeline(job)].count("starting") >= 2:
+            break
+        clock.advance(3)
+    classes = [klass for _pod, klass, _start, _end in timeline(job)]
+    assert classes[:3] == ["starting", "silent", "starting"]
