@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from console.views.login import login
-from jobs.api import api
+from usage import api as usage_api
 
 handler500 = "console.errors.server_error"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/login/", login, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
-    path("api/v1/", api.urls),
+    # jobs.api.api, with /usage and /usage.csv registered (usage.api) before its catch-all 404
+    path("api/v1/", usage_api.urls()),
     path("", include("console.web_urls")),
 ]

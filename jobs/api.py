@@ -88,6 +88,7 @@ from jobs.spec import (
     parse_rlinf_spec,
     parse_workflow_spec,
 )
+from usage.report import prefetch as usage_prefetch
 from workers.models import Worker
 
 logger = logging.getLogger(__name__)
@@ -327,6 +328,7 @@ def _jobs(user: AbstractBaseUser) -> QuerySet[Job]:
         jobs_for(user)
         .select_related("project", "cluster", "workload")
         .prefetch_related(_tasks_prefetch())
+        .prefetch_related(*usage_prefetch())  # the Job object's `usage` (usage.report)
     )
 
 

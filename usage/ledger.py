@@ -28,7 +28,7 @@ from jobs.choices import JobPhase, UsageClass
 from jobs.models import Job
 from jobs.status.usage import PodSpan, Timeline, by_hour, pod_state_at, timeline, usage_class
 from jobs.status.workload import Report, judge, turning_points
-from usage.models import GpuInterval, UsageHour
+from usage.models import GpuInterval, UsageHour, UsageTotal
 from usage.policy import due_stop, stop_if_idle
 from usage.runs import Run, runs
 
@@ -313,12 +313,31 @@ def roll_up(closed: Sequence[GpuInterval]) -> int:
         for hour, job_id, run, klass in sums
     ]
     UsageHour.objects.bulk_create(blanks, ignore_conflicts=True)
+    totals: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for (hour, job_id, run, klass), (seconds, wasted) in sums.items():
         UsageHour.objects.filter(hour=hour, job_id=job_id, run=run, usage_class=klass).update(
             gpu_seconds=F("gpu_seconds") + seconds,
             wasted_gpu_seconds=F("wasted_gpu_seconds") + wasted,
         )
-    return len(sums)
+        totals[(job_id, run, klass)][0] += seconds
+        totals[(job_id, run, klass)][1] += wasted
+    return len(sums) + _add_totals(totals, set(names))
+
+
+def _add_totals(totals: dict[tuple[int, int, str], list[float]], live: set[int]) -> int:
+    """The same seconds added to each run's totals (UsageTotal), of the Jobs still there."""
+    blanks = [
+        UsageTotal(job_id=job_id, run=run, usage_class=klass)
+        for job_id, run, klass in totals
+        if job_id in live
+    ]
+    UsageTotal.objects.bulk_create(blanks, ignore_conflicts=True)
+    for (job_id, run, klass), (seconds, wasted) in totals.items():
+        UsageTotal.objects.filter(job_id=job_id, run=run, usage_class=klass).update(
+            gpu_seconds=F("gpu_seconds") + seconds,
+            wasted_gpu_seconds=F("wasted_gpu_seconds") + wasted,
+        )
+    return len(blanks)
 
 
 def _names(job_ids: set[int]) -> dict[int, dict[str, Any]]:

@@ -84,3 +84,25 @@ class UsageHour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H:00} {self.job_name} {self.usage_class}"
+
+
+class UsageTotal(models.Model):
+    """The GPU-seconds of a run's closed intervals in one class, all hours together: what a
+    Job object and a Jobs list read (prefetched, a few rows per Job), kept with the roll-ups."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="usage_totals")
+    run = models.PositiveIntegerField(_("run"))
+    usage_class = models.CharField(_("class"), max_length=16, choices=UsageClass.choices)
+    gpu_seconds = models.FloatField(_("GPU-seconds"), default=0.0)
+    wasted_gpu_seconds = models.FloatField(_("wasted GPU-seconds"), default=0.0)
+
+    class Meta:
+        ordering = ["job", "run", "usage_class"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "run", "usage_class"], name="usage_one_total_per_class"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} run {self.run} {self.usage_class}"

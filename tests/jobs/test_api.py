@@ -274,8 +274,8 @@ def test_the_job_list_query_count_does_not_grow_with_the_page(
     _jobs_with_workers(alice, 18, 2)
     assert queries_for(20) == small
     # Two read the reader's permissions (jobs.access.is_operator), one the address's recent
-    # invalid tokens (console.ratelimit).
-    assert small <= 8
+    # invalid tokens (console.ratelimit); two the Jobs' `usage` (usage.report.prefetch).
+    assert small <= 10
 
 
 def test_clusters_nodes_and_addons(alice: User, olga: User, cluster: Cluster) -> None:
@@ -556,6 +556,8 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/jobs/{job_id}/signals": {"post"},
         "/api/v1/workflows": {"get", "post"},
         "/api/v1/workflows/{workflow_id}": {"get"},
+        "/api/v1/usage": {"get"},
+        "/api/v1/usage.csv": {"get"},
     } == {path: set(methods) for path, methods in document["paths"].items()}
     assert document["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 

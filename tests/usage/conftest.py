@@ -63,7 +63,7 @@ def sim(clock: Clock) -> SimCluster:
 
 
 @pytest.fixture
-def cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
+def sim_cluster(db: None, sim: SimCluster, tmp_path: Path) -> Cluster:
     return register_sim(sim, tmp_path)
 
 

@@ -18,12 +18,12 @@ from tests.usage.conftest import Clock, say, sync, timeline
 GPUS = {"cpu": "1", "memory": "1Gi", "gpu": 1}
 
 
-def started(alice: User, cluster: Cluster, clock: Clock, **policies: Any) -> Job:
-    job = submit(alice, cluster, "train", task("worker", resources=GPUS))
+def started(alice: User, sim_cluster: Cluster, clock: Clock, **policies: Any) -> Job:
+    job = submit(alice, sim_cluster, "train", task("worker", resources=GPUS))
     policies = {"heartbeat_seconds": 3600, "stall_after_seconds": 60, **policies}
     Job.objects.filter(pk=job.pk).update(spec={**job.spec, "policies": policies})
     for _cycle in range(6):
-        sync(cluster)
+        sync(sim_cluster)
         if timeline(job) and timeline(job)[-1][1] == "silent":
             return job
         clock.advance(2)
@@ -35,15 +35,15 @@ def stops(job: Job) -> list[Operation]:
 
 
 def test_it_stops_a_stalled_job_within_one_cycle_of_its_minutes(
-    alice: User, cluster: Cluster, clock: Clock
+    alice: User, sim_cluster: Cluster, clock: Clock
 ) -> None:
-    job = started(alice, cluster, clock, stop_when_idle_minutes=2)
+    job = started(alice, sim_cluster, clock, stop_when_idle_minutes=2)
     say(job, {"kind": "progress", "step": 1})
     clock.advance(60 + 115)  # stalled at 60 s; the policy acts at 60 + 120 s
-    sync(cluster)
+    sync(sim_cluster)
     assert stops(job) == []
     clock.advance(10)
-    sync(cluster)
+    sync(sim_cluster)
     [stop] = stops(job)
     assert stop.user is None and stop.result == Operation.Result.ACCEPTED
     with translation.override("en"):
@@ -54,27 +54,27 @@ def test_it_stops_a_stalled_job_within_one_cycle_of_its_minutes(
     assert job.stopped
 
 
-def test_it_never_stops_a_silent_job(alice: User, cluster: Cluster, clock: Clock) -> None:
+def test_it_never_stops_a_silent_job(alice: User, sim_cluster: Cluster, clock: Clock) -> None:
     """A run that never signalled is not judged idle."""
-    job = started(alice, cluster, clock, stop_when_idle_minutes=1)
+    job = started(alice, sim_cluster, clock, stop_when_idle_minutes=1)
     for _cycle in range(3):
         clock.advance(3600)
-        sync(cluster)
+        sync(sim_cluster)
     assert stops(job) == []
     assert timeline(job)[-1][1:] == ("silent", timeline(job)[-1][2], None)
 
 
 def test_it_takes_the_projects_default_unless_the_job_sets_it_off(
-    alice: User, cluster: Cluster, clock: Clock, project: Project
+    alice: User, sim_cluster: Cluster, clock: Clock, project: Project
 ) -> None:
     Project.objects.filter(pk=project.pk).update(stop_when_idle_minutes=1)
-    job = started(alice, cluster, clock, stop_when_idle_minutes=0)
+    job = started(alice, sim_cluster, clock, stop_when_idle_minutes=0)
     say(job, {"kind": "completion", "outcome": "succeeded"})  # finished, GPUs still held
     clock.advance(600)
-    sync(cluster)
+    sync(sim_cluster)
     assert stops(job) == []
     Job.objects.filter(pk=job.pk).update(spec={**job.spec, "policies": {}})
     clock.advance(5)
     say(job, {"kind": "heartbeat"})  # judged again by signal intake: the default applies now
-    sync(cluster)
+    sync(sim_cluster)
     assert len(stops(job)) == 1

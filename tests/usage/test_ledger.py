@@ -28,13 +28,13 @@ GPUS = {"cpu": "1", "memory": "1Gi", "gpu": 2}
 POLICIES = {"heartbeat_seconds": 30, "stall_after_seconds": 60}
 
 
-def started(alice: User, cluster: Cluster, clock: Clock, name: str = "train") -> Job:
+def started(alice: User, sim_cluster: Cluster, clock: Clock, name: str = "train") -> Job:
     """A Job of one 2-GPU worker, synced until its pod runs; the stall threshold is 60 s and
     the heartbeat 30 s (Unresponsive after 90 s of quiet)."""
-    job = submit(alice, cluster, name, task("worker", resources=GPUS))
+    job = submit(alice, sim_cluster, name, task("worker", resources=GPUS))
     Job.objects.filter(pk=job.pk).update(spec={**job.spec, "policies": POLICIES})
     for _cycle in range(6):
-        sync(cluster)
+        sync(sim_cluster)
         if timeline(job) and timeline(job)[-1][1] == "silent":
             return job
         clock.advance(2)
@@ -42,9 +42,9 @@ def started(alice: User, cluster: Cluster, clock: Clock, name: str = "train") ->
 
 
 def test_it_counts_a_run_from_bound_to_ended_each_second_in_its_class(
-    alice: User, cluster: Cluster, clock: Clock
+    alice: User, sim_cluster: Cluster, clock: Clock
 ) -> None:
-    job = started(alice, cluster, clock)
+    job = started(alice, sim_cluster, clock)
     found = pod(clock.sim, "train-worker-0")
     bound, running = bound_at(found), running_at(found)
     assert bound < running
@@ -52,7 +52,7 @@ def test_it_counts_a_run_from_bound_to_ended_each_second_in_its_class(
     say(job, {"kind": "progress", "step": 1})  # progressing from here (signal intake)
     t1 = seconds(clock.now())
     clock.advance(100)
-    sync(cluster)  # stalled at t1 + 60, unresponsive at t1 + 90: time alone, judged by the sync
+    sync(sim_cluster)  # stalled at t1 + 60, unresponsive at t1 + 90: time alone, judged by the sync
     clock.advance(5)
     say(job, {"kind": "progress", "step": 2})
     t2 = seconds(clock.now())
@@ -62,10 +62,10 @@ def test_it_counts_a_run_from_bound_to_ended_each_second_in_its_class(
     clock.advance(30)
     operations.stop_job(alice, job)
     t4 = seconds(clock.now())
-    sync(cluster)  # the stop applied: the workload scaled to 0, the pod deleted
+    sync(sim_cluster)  # the stop applied: the workload scaled to 0, the pod deleted
     for _cycle in range(5):
         clock.advance(1)
-        sync(cluster)
+        sync(sim_cluster)
     assert not GpuInterval.objects.filter(job=job, ended_at__isnull=True).exists()
     end = GpuInterval.objects.filter(job=job).latest("ended_at").ended_at
     assert end is not None
@@ -85,47 +85,47 @@ def test_it_counts_a_run_from_bound_to_ended_each_second_in_its_class(
 
 
 def test_it_changes_no_total_on_a_relist_or_a_console_restart_mid_run(
-    alice: User, cluster: Cluster, clock: Clock
+    alice: User, sim_cluster: Cluster, clock: Clock
 ) -> None:
     """A relist compares everything again; a restarted console (its observations forgotten, as
     after an upgrade) derives everything again: neither opens, closes or counts a second twice."""
-    job = started(alice, cluster, clock)
+    job = started(alice, sim_cluster, clock)
     clock.advance(10)
     say(job, {"kind": "progress", "step": 1})
     clock.advance(70)  # stalled since 60 s after the step
-    sync(cluster)
+    sync(sim_cluster)
     before = timeline(job)
-    Cluster.objects.filter(pk=cluster.pk).update(relisted_at=None)  # the periodic relist
+    Cluster.objects.filter(pk=sim_cluster.pk).update(relisted_at=None)  # the periodic relist
     clock.advance(1)
-    assert sync(cluster).relisted
-    ObservedObject.objects.filter(cluster=cluster).delete()  # a restart that forgot everything
-    Cluster.objects.filter(pk=cluster.pk).update(watch_cursors={}, relisted_at=None)
+    assert sync(sim_cluster).relisted
+    ObservedObject.objects.filter(cluster=sim_cluster).delete()  # a restart that forgot everything
+    Cluster.objects.filter(pk=sim_cluster.pk).update(watch_cursors={}, relisted_at=None)
     clock.advance(1)
-    assert sync(cluster).relisted
+    assert sync(sim_cluster).relisted
     assert timeline(job) == before
     assert before[-1][1:] == ("stalled", before[-2][2] + 60, None)
 
 
 def test_it_counts_an_unreachable_clusters_gap_as_unknown(
-    alice: User, cluster: Cluster, clock: Clock
+    alice: User, sim_cluster: Cluster, clock: Clock
 ) -> None:
     """ARCHITECTURE §Principles: the unreachable time is its own class, not guessed."""
-    job = started(alice, cluster, clock)
+    job = started(alice, sim_cluster, clock)
     clock.advance(5)
     say(job, {"kind": "progress", "step": 1})
     clock.advance(5)
-    sync(cluster)
+    sync(sim_cluster)
     last_sync = seconds(clock.now())
     clock.sim.set_fault(status=503, seconds=3600)
     clock.advance(30)
-    assert not sync_cluster(cluster.pk).reachable
+    assert not sync_cluster(sim_cluster.pk).reachable
     clock.advance(30)
-    assert not sync_cluster(cluster.pk).reachable  # a second failure changes nothing more
+    assert not sync_cluster(sim_cluster.pk).reachable  # a second failure changes nothing more
     clock.sim.clear_faults()
     clock.advance(10)
-    say(job, {"kind": "progress", "step": 2})  # the workload spoke while its cluster was away
+    say(job, {"kind": "progress", "step": 2})  # the workload spoke while its sim_cluster was away
     back = seconds(clock.now())
-    sync(cluster)
+    sync(sim_cluster)
     classes = [(klass, start, end) for _pod, klass, start, end in timeline(job)]
     assert classes[-3:] == [
         ("progressing", classes[-3][1], last_sync),
@@ -134,12 +134,14 @@ def test_it_counts_an_unreachable_clusters_gap_as_unknown(
     ]
 
 
-def test_it_counts_a_crash_loop_as_starting(alice: User, cluster: Cluster, clock: Clock) -> None:
+def test_it_counts_a_crash_loop_as_starting(
+    alice: User, sim_cluster: Cluster, clock: Clock
+) -> None:
     """A container that crashes and waits to restart holds its GPUs doing nothing: starting."""
     crashing = task("worker", resources=GPUS, command=["sim"], args=["crash", "20"])
-    job = submit(alice, cluster, "crashy", crashing)
+    job = submit(alice, sim_cluster, "crashy", crashing)
     for _cycle in range(30):
-        sync(cluster)
+        sync(sim_cluster)
         if [row[1] for row in timeline(job)].count("starting") >= 2:
             break
         clock.advance(3)
