@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/<int:pk>/resume/", jobs.job_resume, name="job_resume"),
     path("jobs/<int:pk>/delete/", jobs.job_delete, name="job_delete"),
     path("", include("workers.urls")),
+    path("", include("usage.urls")),
     path("workflows/", workflows.workflow_list, name="workflows"),
     path("workflows/<int:pk>/", workflows.workflow_detail, name="workflow"),
     path("clusters/", clusters.cluster_list, name="clusters"),

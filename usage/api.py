@@ -8,7 +8,7 @@ import csv
 import io
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Router
@@ -23,7 +23,9 @@ from usage.report import Row, Scope, report, rows_as_dicts
 router = Router(tags=["usage"])
 
 
-def scope_for(user: AbstractBaseUser, project: str = "", cluster: str = "") -> Scope:
+def scope_for(
+    user: AbstractBaseUser | AnonymousUser, project: str = "", cluster: str = ""
+) -> Scope:
     """Operators see every project's rows; anyone else those of their own projects."""
     visible = None if is_operator(user) else list(projects_for(user).values_list("name", flat=True))
     return Scope(projects=visible, project=project, cluster=cluster)
@@ -45,8 +47,8 @@ def _invalid(request: HttpRequest, invalid: ReportInvalid) -> HttpResponse:
     return api.create_response(request, body, status=422)
 
 
-@router.get("/usage", response={200: dict[str, Any], **READ})
-def usage(request: HttpRequest) -> dict[str, Any] | HttpResponse:
+@router.get("/usage", response={200: dict[str, Any], **READ}, operation_id="usage_report")
+def usage_report(request: HttpRequest) -> dict[str, Any] | HttpResponse:
     """GPU-hours held and wasted in [from, to) (ISO 8601; `to` may lie in the future and is
     counted up to now), grouped by `group_by` (project, user, cluster or job), filtered by the
     `project` and `cluster` names; hours with 6 decimals, each class named in `by_class`."""
@@ -57,8 +59,8 @@ def usage(request: HttpRequest) -> dict[str, Any] | HttpResponse:
     return {**period, "rows": rows_as_dicts(rows)}
 
 
-@router.get("/usage.csv", response={200: str, **READ})
-def usage_csv(request: HttpRequest) -> HttpResponse:
+@router.get("/usage.csv", response={200: str, **READ}, operation_id="usage_report_csv")
+def usage_report_csv(request: HttpRequest) -> HttpResponse:
     """The same rows as CSV: key,label,gpu_hours,wasted_gpu_hours and one column per class."""
     try:
         _period, rows = _rows(request)
@@ -69,15 +71,22 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
     return response
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(text: str) -> str:
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def as_csv(rows: list[Row]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["key", "label", "gpu_hours", "wasted_gpu_hours", *UsageClass.values])
     for row in rows:
         hours = [f"{value:.6f}" for value in row.by_class.values()]
-        writer.writerow(
-            [row.key, row.label, f"{row.gpu_hours:.6f}", f"{row.wasted_gpu_hours:.6f}", *hours]
-        )
+        names = [_cell(str(row.key)), _cell(row.label)]
+        writer.writerow([*names, f"{row.gpu_hours:.6f}", f"{row.wasted_gpu_hours:.6f}", *hours])
     return out.getvalue()
 
 

@@ -159,6 +159,7 @@ PAGES: dict[str, list[Call]] = {
     ],
     "api_tokens": [Call(EVERYONE), Call(EVERYONE, "post", data={"name": "ci"})],
     "audit": [Call(OPERATORS), Call(OPERATORS, query="?format=csv")],
+    "usage": [Call(EVERYONE), Call(EVERYONE, query="?format=csv")],  # rows scoped per reader
     "api_token_revoke": [
         Call("302 404 404 302 404 404 404", "post", ids={"pk": "alice_token"}),
         Call(NOT_GET, ids={"pk": "alice_token"}),
@@ -206,6 +207,9 @@ API: dict[str, Call] = {
         data={"name": "wf-new", "project": "vision", "jobs": [{**SPEC, "project": None}]},
     ),
     "GET /api/v1/workflows/{workflow_id}": Call(READ_API_JOB),
+    # Everyone reads usage; the rows are those of the reader's projects (tests/usage/test_api.py).
+    "GET /api/v1/usage": Call("401 200 200 200 200 200 200"),
+    "GET /api/v1/usage.csv": Call("401 200 200 200 200 200 200"),
 }
 
 

@@ -33,6 +33,7 @@ from jobs.status.workload import Policies
 from jobs.views.jobs.common import ClusterState, TaskRow, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
 from jobs.views.jobs.workload import panel_key, with_sparklines, workload_panel
+from usage.views import job_figures
 from workers.models import Worker
 
 HISTORY_LIMIT = 20
@@ -58,6 +59,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context["delete_form"] = DeleteForm(job_name=job.name)
     context["reads_logs"] = reads_logs(request.user, job)
     context["record"] = record_text(request, job, context)
+    context["usage_figures"] = job_figures(job, timezone.now())  # GPU-hours (usage.views)
     return render(request, "jobs/detail.html", context)
 
 
