@@ -210,6 +210,8 @@ def advance(
     closed at the first change, the classes after it, the last left open unless the pod ended."""
     end = max(stored.started_at, min(span.ended_at or now, now))
     changes = judged(stored, span, run, end, report_at)
+    if span.ended_at is not None and len(changes) > 1 and changes[-1][0] >= end:
+        changes.pop()  # a class judged at the very end of a pod that ended holds no second
     node = stored.node_name if node is None else node
     if len(changes) == 1 and span.ended_at is None:
         if span != stored.span or node != stored.node_name:
@@ -278,13 +280,19 @@ def _write_facts(ledger: Ledger) -> int:
     return written
 
 
-def set_due(due: dict[int, datetime | None], stored: Sequence[Open]) -> int:
-    """Stores each judged run's next due moment on its open intervals where it moved."""
-    moved: dict[datetime | None, list[int]] = defaultdict(list)
-    for job_id in {
-        row.job_id for row in stored if row.job_id in due and row.due_at != due[row.job_id]
-    }:
-        moved[due[job_id]].append(job_id)
+def set_due(due: dict[int, datetime | None], stored: Sequence[Open], now: datetime) -> int:
+    """Stores each judged run's next due moment on its open intervals where it must move:
+    earlier than stored, or the stored one has come. A later moment is not written (a heartbeat
+    moves it on every message): the run is then judged once too early, which changes nothing
+    and stores the moment as it is by then."""
+    moved: dict[datetime | None, set[int]] = defaultdict(set)
+    for row in stored:
+        if row.job_id not in due:
+            continue
+        new, old = due[row.job_id], row.due_at
+        sooner = old is None or old <= now or (new is not None and new < old)
+        if sooner and new != old:
+            moved[new].add(row.job_id)
     written = 0
     for moment, job_ids in moved.items():
         rows = GpuInterval.objects.filter(job_id__in=job_ids, ended_at__isnull=True)
@@ -404,7 +412,7 @@ def after_sync(cluster_id: int, pods: Sequence[Pod], judged_jobs: Iterable[int],
     for pod in new_pods:
         if pod.job_id in found:
             opened(ledger, pod, found[pod.job_id], now)
-    written = write(ledger) + set_due(ledger.due, stored)
+    written = write(ledger) + set_due(ledger.due, stored, now)
     return written + stop_if_idle(found.values(), now)
 
 
@@ -426,7 +434,7 @@ def after_signal(job_id: int, before: Report | None, now: datetime) -> bool:
     for row in stored:
         advance(ledger, row, row.span, run, now, report_at)
     write(ledger)
-    set_due(ledger.due, stored)
+    set_due(ledger.due, stored, now)
     return bool(stop_if_idle([run], now))
 
 
