@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = [
     "simcluster_list", "sync_cycle", "pages", "signals", "scale_out", "faults", "races",
-    "database_restart", "load",
+    "database_restart", "load", "usage_report",
 ]  # fmt: skip
 
 

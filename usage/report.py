@@ -160,11 +160,12 @@ def _closed(window: tuple[datetime, datetime], scope: Scope) -> models.QuerySet[
     """The closed intervals crossing a part-hour at an edge of the period."""
     return GpuInterval.objects.filter(
         scope.intervals(), started_at__lt=window[1], ended_at__gt=window[0]
-    )
+    ).order_by()
 
 
 def _open(start: datetime, end: datetime, scope: Scope) -> models.QuerySet[GpuInterval]:
-    return GpuInterval.objects.filter(scope.intervals(), ended_at__isnull=True, started_at__lt=end)
+    open_ = GpuInterval.objects.filter(scope.intervals(), ended_at__isnull=True, started_at__lt=end)
+    return open_.order_by()
 
 
 def _add_intervals(

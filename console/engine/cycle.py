@@ -311,6 +311,21 @@ def _derive(state: State, snapshot: Snapshot, gpus: Mapping[str, int], now: date
     return changes
 
 
+def keep_ledger(
+    cluster_id: int, pods: Sequence[ledger.Pod], touched_jobs: set[int], now: datetime
+) -> int:
+    """The GPU-hours ledger's part of the cycle (usage.ledger.after_sync), in a savepoint: a
+    failure there is logged and its rows rolled back, never the cycle's (the Jobs' phases matter
+    more than their figures). Due runs are judged again by the next cycle; a pod change it
+    missed is counted from that pod's next change."""
+    try:
+        with transaction.atomic():
+            return ledger.after_sync(cluster_id, pods, touched_jobs, now)
+    except Exception:
+        logger.exception("cluster %s: the GPU-hours ledger was not kept this cycle", cluster_id)
+        return 0
+
+
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     forget_if_stale(cluster)
@@ -339,7 +354,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         rows = observed.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
         pods = gpu_pods(state, snapshot.pods, reading.changes, now)
-        rows += ledger.after_sync(cluster.pk, pods, changes.touched_jobs, now)
+        rows += keep_ledger(cluster.pk, pods, changes.touched_jobs, now)
     record_completions(cluster_id, reading.changes)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(
