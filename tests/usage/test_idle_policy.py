@@ -52,6 +52,11 @@ def test_it_stops_a_stalled_job_within_one_cycle_of_its_minutes(
     assert AuditEvent.objects.filter(action="job.stop", actor=None).count() == 1
     job.refresh_from_db()
     assert job.stopped
+    for _cycle in range(4):  # the stop is applied like a user's: the pod goes, its GPUs freed
+        clock.advance(1)
+        sync(sim_cluster)
+    assert [row[1] for row in timeline(job)][-2:] == ["stalled", "stopping"]
+    assert timeline(job)[-1][3] is not None
 
 
 def test_it_never_stops_a_silent_job(alice: User, sim_cluster: Cluster, clock: Clock) -> None:
