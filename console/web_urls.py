@@ -38,6 +38,9 @@ urlpatterns = [
         name="project_member_remove",
     ),
     path("projects/<int:pk>/clusters/", projects.project_clusters, name="project_clusters"),
+    path(
+        "projects/<int:pk>/idle-policy/", projects.project_idle_policy, name="project_idle_policy"
+    ),
     path("audit/", audit.audit_list, name="audit"),
     path("account/tokens/", tokens.token_list, name="api_tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.token_revoke, name="api_token_revoke"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import translation
 
 from console.models import AuditEvent, Cluster, Project
@@ -83,3 +84,20 @@ def test_it_takes_the_projects_default_unless_the_job_sets_it_off(
     say(job, {"kind": "heartbeat"})  # judged again by signal intake: the default applies now
     sync(sim_cluster)
     assert len(stops(job)) == 1
+
+
+def test_an_operator_sets_the_projects_default_on_its_page(
+    client: Client, olga: User, alice: User, project: Project
+) -> None:
+    client.force_login(olga)
+    path = f"/projects/{project.pk}/idle-policy/"
+    assert client.post(path, {"stop_when_idle_minutes": "0"}).status_code == 422
+    assert client.post(path, {"stop_when_idle_minutes": "45"}).status_code == 302
+    project.refresh_from_db()
+    assert project.stop_when_idle_minutes == 45
+    audited = AuditEvent.objects.get(action="policy.change", detail="stop_when_idle_minutes: 45")
+    assert audited.actor == olga
+    client.force_login(alice)
+    assert client.post(path, {"stop_when_idle_minutes": ""}).status_code == 403
+    page = client.get(f"/projects/{project.pk}/").content.decode()
+    assert "idle for 45 minutes" in page

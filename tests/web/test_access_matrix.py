@@ -157,6 +157,10 @@ PAGES: dict[str, list[Call]] = {
         Call(CHANGE_VISION, "post", ids=PROJECT, data={"clusters": []}),
         Call(NOT_GET, ids=PROJECT),
     ],
+    "project_idle_policy": [
+        Call(CHANGE_VISION, "post", ids=PROJECT, data={"stop_when_idle_minutes": "30"}),
+        Call(NOT_GET, ids=PROJECT),
+    ],
     "api_tokens": [Call(EVERYONE), Call(EVERYONE, "post", data={"name": "ci"})],
     "audit": [Call(OPERATORS), Call(OPERATORS, query="?format=csv")],
     "usage": [Call(EVERYONE), Call(EVERYONE, query="?format=csv")],  # rows scoped per reader
