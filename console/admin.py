@@ -62,7 +62,7 @@ class ProjectAdmin(AuditedAdmin):
     leave their workloads running on the clusters. Delete its Jobs on the console first (each
     delete removes the workloads), then the project."""
 
-    list_display = ["name", "created_at"]
+    list_display = ["name", "stop_when_idle_minutes", "created_at"]
     search_fields = ["name"]
     filter_horizontal = ["clusters"]
     inlines = [MembershipInline]

@@ -73,6 +73,12 @@ DEMO_JOBS: list[dict[str, Any]] = [
         "tasks": [task("trainer", ["sim", "train", "30", "--checkpoint-every", "10"])],
         "policies": {"stop_on_completion": True},
     },
+    {  # A run that finishes but keeps its GPU (no stop_on_completion): finished, wasted on the
+        # Usage page and the dashboard, until its idle policy stops it 5 minutes later.
+        "name": "sft-done-held",
+        "tasks": [task("trainer", ["sim", "train", "24", "--checkpoint-every", "12"])],
+        "policies": {"stop_when_idle_minutes": 5},
+    },
     {  # The business process dies and restarts: the StatefulSet Job still shows Running.
         "name": "grpo-crashloop",
         "tasks": [task("actor", ["sim", "crash", "40", "1"], replicas=2)],

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -31,6 +32,15 @@ class Project(models.Model):
         help_text=_("The clusters this project's jobs may run on."),
     )
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    # The idle policy's default for the project's Jobs (usage.policy; a Job's own wins, 0 there
+    # sets it off); None: no default.
+    stop_when_idle_minutes = models.PositiveIntegerField(
+        _("stop when idle (minutes)"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(10_080)],
+        help_text=_("Stop a job whose workload was stalled, unresponsive or finished this long."),
+    )
 
     class Meta:
         ordering = ["name"]

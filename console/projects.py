@@ -101,3 +101,17 @@ def record_clusters(project: Project, via: str = "", **who: Any) -> None:
     names = sorted(project.clusters.values_list("name", flat=True))
     detail = _detail("clusters: " + (", ".join(names) or "none"), via)
     audit.record(audit.Action.POLICY_CHANGE, target=f"project {project}", detail=detail, **who)
+
+
+def set_idle_default(project: Project, minutes: int | None, by: Operator) -> bool:
+    """The idle policy's default for the project's Jobs (usage.policy; a Job's own wins), audited
+    as a policy change; True when it changed (a conditional UPDATE)."""
+    rows = Project.objects.filter(pk=project.pk).exclude(stop_when_idle_minutes=minutes)
+    if minutes is None:
+        rows = Project.objects.filter(pk=project.pk, stop_when_idle_minutes__isnull=False)
+    changed = bool(rows.update(stop_when_idle_minutes=minutes))
+    if changed:
+        detail = f"stop_when_idle_minutes: {minutes if minutes is not None else 'none'}"
+        audit.record(audit.Action.POLICY_CHANGE, user=by, target=f"project {project}",
+                     detail=detail)  # fmt: skip
+    return changed

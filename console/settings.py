@@ -280,6 +280,7 @@ INSTALLED_APPS = [
     "workers",
     "notify",
     "failures",
+    "usage",
     "simcluster",
 ]
 
@@ -425,6 +426,15 @@ TRAINYARD_SIGNAL_RATE = env_int("TRAINYARD_SIGNAL_RATE", 10, minimum=1)
 TRAINYARD_SIGNAL_MAX_BYTES = env_int("TRAINYARD_SIGNAL_MAX_BYTES", 65_536, minimum=1024)
 TRAINYARD_SIGNAL_PROGRESS_POINTS = env_int("TRAINYARD_SIGNAL_PROGRESS_POINTS", 8000, minimum=10)
 TRAINYARD_SIGNAL_KEEP_SECONDS = env_int("TRAINYARD_SIGNAL_KEEP_SECONDS", 600, minimum=1)
+# The extended resources counted as GPUs in a pod's requests and a Node's capacity (the GPU-hours
+# ledger, docs/usage.md), comma-separated.
+TRAINYARD_GPU_RESOURCES = tuple(
+    name.strip()
+    for name in env(
+        "TRAINYARD_GPU_RESOURCES", "nvidia.com/gpu,amd.com/gpu,huawei.com/Ascend910"
+    ).split(",")
+    if name.strip()
+)
 # How often the head pod's log of a Job with `progress_from_logs` is read for RLinf's progress.
 TRAINYARD_LOG_PROGRESS_SECONDS = env_int("TRAINYARD_LOG_PROGRESS_SECONDS", 60, minimum=5)
 # The pods' security context: the Pod Security "restricted" level unless `any` (docs/operations.md

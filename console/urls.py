@@ -6,6 +6,7 @@ from console.views.login import login
 from jobs.api import api
 from jobs.series_api import job_series
 from notify import api as notify_api  # noqa: F401 (/channels and /subscriptions on `api`)
+from usage import api as usage_api  # noqa: F401 (/usage and /usage.csv on `api`)
 
 handler500 = "console.errors.server_error"
 

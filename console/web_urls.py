@@ -29,6 +29,7 @@ urlpatterns = [
     path("jobs/<int:pk>/delete/", jobs.job_delete, name="job_delete"),
     path("", include("workers.urls")),
     path("", include("notify.urls")),
+    path("", include("usage.urls")),
     path("workflows/", workflows.workflow_list, name="workflows"),
     path("workflows/<int:pk>/", workflows.workflow_detail, name="workflow"),
     path("clusters/", clusters.cluster_list, name="clusters"),
@@ -65,6 +66,9 @@ urlpatterns = [
         name="project_member_remove",
     ),
     path("projects/<int:pk>/clusters/", projects.project_clusters, name="project_clusters"),
+    path(
+        "projects/<int:pk>/idle-policy/", projects.project_idle_policy, name="project_idle_policy"
+    ),
     path("audit/", audit.audit_list, name="audit"),
     path("account/tokens/", tokens.token_list, name="api_tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.token_revoke, name="api_token_revoke"),

@@ -227,3 +227,25 @@ class DrainReason(models.TextChoices):
     SEVERAL_BUDGETS = "several_budgets", _("Several PodDisruptionBudgets select it")
     EVICTION_ERROR = "eviction_error", _("The Eviction API refused it")
     TIMEOUT = "timeout", _("Still present when the drain's time ran out")
+
+
+class UsageClass(models.TextChoices):
+    """What a second of a pod's GPUs was spent on (the GPU-hours ledger, docs/usage.md): the
+    pod's Kubernetes facts and the workload's word at that second (jobs.status.usage)."""
+
+    STARTING = "starting", _("starting")
+    PROGRESSING = "progressing", _("progressing")
+    SILENT = "silent", _("silent")
+    STALLED = "stalled", _("stalled")
+    UNRESPONSIVE = "unresponsive", _("unresponsive")
+    DEGRADED = "degraded", _("degraded")
+    FINISHED = "finished", _("finished")
+    FAILED = "failed", _("failed")
+    STOPPING = "stopping", _("stopping")
+    UNKNOWN = "unknown", _("unknown")
+
+
+# The classes whose every second is wasted (`starting` is wasted only past its grace period).
+WASTED_CLASSES = frozenset(
+    {UsageClass.STALLED, UsageClass.UNRESPONSIVE, UsageClass.FINISHED, UsageClass.FAILED}
+)

@@ -40,7 +40,7 @@ ROLE_FIELD_OF = {
 JOB_FIELDS = ("name", "project", "cluster", "namespace")
 # The Job's policies (jobs.spec.JobPolicies): fields of the Job form, `policies.<name>` in a spec.
 POLICY_FIELDS = ("stop_on_completion", "heartbeat_seconds", "stall_after_seconds",
-                 "progress_from_logs")  # fmt: skip
+                 "progress_from_logs", "stop_when_idle_minutes")  # fmt: skip
 _SUFFIX = re.compile(r"^(?P<base>.*?)(?:-(?P<number>\d+))?$")
 
 
@@ -87,6 +87,17 @@ class JobForm(forms.Form):
         help_text=_(
             "Seconds without a step advance before the workload shows Stalled. At least 5; "
             "empty: derived from its recent step times (never under 120 s)."
+        ),
+    )
+    stop_when_idle_minutes = forms.CharField(
+        label=_("Stop when idle (min)"),
+        required=False,
+        max_length=8,
+        widget=forms.TextInput(attrs={"inputmode": "numeric"}),
+        help_text=_(
+            "Stop the job once its workload was Stalled, Unresponsive or finished (its GPUs "
+            "still held) this many minutes, 1 to 10080; never while it is Silent. 0: off even "
+            "where the project sets a default; empty: the project's default."
         ),
     )
     progress_from_logs = forms.BooleanField(
@@ -263,7 +274,7 @@ def policies_data(data: Mapping[str, Any]) -> dict[str, Any]:
         "stop_on_completion": bool(data.get("stop_on_completion")),
         "progress_from_logs": bool(data.get("progress_from_logs")),
     }
-    for name in ("heartbeat_seconds", "stall_after_seconds"):
+    for name in ("heartbeat_seconds", "stall_after_seconds", "stop_when_idle_minutes"):
         typed = str(data.get(name) or "").strip()
         if typed:
             policies[name] = typed
@@ -335,6 +346,9 @@ def policies_initial(policies: JobPolicies) -> dict[str, Any]:
         "heartbeat_seconds": str(policies.heartbeat_seconds),
         "stall_after_seconds": "" if stall is None else str(stall),
         "progress_from_logs": policies.progress_from_logs,
+        "stop_when_idle_minutes": (
+            "" if policies.stop_when_idle_minutes is None else str(policies.stop_when_idle_minutes)
+        ),
     }
 
 

@@ -142,6 +142,10 @@ CODES: dict[str, Promise | str] = {
         "The workload reported %(outcome)s: stopped by the job's stop_on_completion policy; "
         "every workload of the job is scaled to 0."
     ),
+    "operation.stopped_when_idle": _(
+        "The workload was %(state)s for %(minutes)s min (since %(since)s): stopped by the job's "
+        "stop_when_idle_minutes policy; every workload of the job is scaled to 0."
+    ),
     # Why a cluster could not be read (console.kube.gateway.ClusterUnreachable.code).
     "cluster.truncated": _("the API server closed the connection mid-response (truncated answer)"),
     "cluster.refused": _("cannot connect to the API server (connection refused or unreachable)"),

@@ -42,7 +42,7 @@ class Workflow(models.Model):
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     # Set when what the Workflow counts of a child changed where no watch sees it (its
-    # workload's outcome, a stop, a resume, a delete: jobs.workload.report.recount_workflow); the
+    # workload's outcome, a stop, a resume, a delete: jobs.records.recount_workflow); the
     # next sync cycle of any cluster derives the Workflow again and clears it.
     recount_requested_at = models.DateTimeField(_("recount requested at"), null=True, blank=True)
 

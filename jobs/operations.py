@@ -28,7 +28,7 @@ from jobs.access import operates_in
 from jobs.choices import Action, JobPhase, TaskPhase
 from jobs.messages import Message, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow, WorkflowEdge
-from jobs.records import owner, record_operation
+from jobs.records import owner, record_operation, recount_workflow
 from jobs.spec import (
     JobSpec,
     SpecInvalid,
@@ -39,7 +39,6 @@ from jobs.spec import (
     spec_of,
 )
 from jobs.status.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
-from jobs.workload.report import recount_workflow
 from workers.models import Worker
 
 User = AbstractBaseUser | AnonymousUser

@@ -6,16 +6,21 @@ acts (jobs.workload.report: no user then).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.utils import translation
+from django.db import transaction
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from console import audit
-from jobs.choices import Action
+from jobs.choices import Action, JobPhase
 from jobs.messages import Message, encode, render_text
-from jobs.models import Job, Operation
+from jobs.models import Job, Operation, Workflow
+from jobs.status.lifecycle import TransitionRefused, phase_after_stop
+from notify import record as notify_record
+from notify.choices import Event
 
 User = AbstractBaseUser | AnonymousUser
 Result = Operation.Result
@@ -64,3 +69,40 @@ def record_operation(
         result=result,
         message=encode(message),
     )
+
+
+def recount_workflow(job_id: int, now: datetime) -> None:
+    """What the Job's Workflow counts of it changed where no watch sees it: its workload's
+    outcome (posted or read by a fallback), a stop, a resume, a delete. A sync cycle derives a
+    Workflow only with the Jobs a Kubernetes change touched, so the Workflow is marked, in the
+    caller's transaction, and the next cycle of any cluster derives it and clears the mark
+    (console.engine.rows.workflows_to_recount): a Workflow is up to date one cycle after
+    any change of what it counts. A Job outside a Workflow marks nothing (one UPDATE)."""
+    Workflow.objects.filter(jobs=job_id).update(recount_requested_at=now)
+
+
+def stop_by_console(job: Job, reason: Message) -> bool:
+    """A policy of the Job's stops it (stop_on_completion, stop_when_idle_minutes), so its GPUs
+    are freed (spec §Job status: Pending/Running -> Stopped; a Failed Job stays Failed and
+    releases what it holds). Recorded as an Operation with no user and `reason` in words, in
+    the same conditional UPDATE as a user's stop (jobs.operations). Nothing happens, and nothing
+    is recorded, when the Job is being deleted, already stopped, or may not be stopped."""
+    for _attempt in range(5):
+        row = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
+        state = row.values_list("phase", "stopped").first()
+        if state is None or state[1]:
+            return False
+        try:
+            target = phase_after_stop(JobPhase(state[0]), False)
+        except TransitionRefused:
+            return False
+        with transaction.atomic():
+            if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
+                now = timezone.now()
+                recount_workflow(job.pk, now)
+                job.refresh_from_db()
+                record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
+                event = Event.JOB_STOPPED_BY_CONSOLE
+                notify_record.job_event(job.pk, job.run, job.cluster_id, event, now)
+                return True
+    return False

@@ -27,6 +27,7 @@ from jobs.messages import Message, api_code, api_params, encode, render_text
 from jobs.models import Job, Operation, Task, Workflow
 from jobs.status.lifecycle import allowed_actions
 from jobs.workload.report import describe, workload_of
+from usage.report import job_usage
 
 DIAGNOSTICS = (
     "Restart counts, exit codes and termination reasons are diagnostics (spec §Pod and Worker "
@@ -148,6 +149,21 @@ class PoliciesOut(Schema):
     heartbeat_seconds: int = 30
     stall_after_seconds: int | None = None
     progress_from_logs: bool = False
+    stop_when_idle_minutes: int | None = Field(
+        default=None,
+        description="The idle policy: stop the Job once its workload was Stalled, Unresponsive "
+        "or finished-but-held this many minutes (1 to 10080); 0 sets it off for this Job, null "
+        "takes the project's default (docs/usage.md).",
+    )
+
+
+class JobUsageOut(Schema):
+    """The Job's GPU-hours so far (docs/usage.md): all its runs and its current run."""
+
+    gpu_hours: float
+    wasted_gpu_hours: float
+    by_class: dict[str, float]
+    run_gpu_hours: float
 
 
 class CheckpointOut(Schema):
@@ -264,11 +280,16 @@ class JobOut(Worded):
     failure: FailureOut | None = Field(  # type: ignore[valid-type]
         description="Why the current run failed or is failing (null when nothing names it)."
     )
+    usage: JobUsageOut
     tasks: list[TaskOut]
 
     @staticmethod
     def resolve_failure(job: Job, context: Any) -> dict[str, Any] | None:
         return judge.describe(judge.current(job), shows_diagnostics(job, context))
+
+    @staticmethod
+    def resolve_usage(job: Job) -> dict[str, Any]:
+        return job_usage(job, timezone.now()).as_dict()
 
     @staticmethod
     def resolve_template(job: Job) -> str | None:

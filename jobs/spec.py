@@ -215,6 +215,9 @@ class TaskSpec(_Strict):
 MAX_THRESHOLD = 7 * 24 * 3600  # seconds: a week
 
 
+MAX_IDLE_MINUTES = 10_080  # a week
+
+
 class JobPolicies(_Strict):
     """What the console does with the workload's word (jobs.status.workload, jobs.workload.report);
     stored in `Job.spec["policies"]`, so clone and resume keep them."""
@@ -223,6 +226,9 @@ class JobPolicies(_Strict):
     heartbeat_seconds: int = Field(default=HEARTBEAT_SECONDS, ge=MIN_THRESHOLD, le=MAX_THRESHOLD)
     stall_after_seconds: int | None = Field(default=None, ge=MIN_THRESHOLD, le=MAX_THRESHOLD)
     progress_from_logs: StrictBool = False
+    # The idle policy (usage.policy): stop the Job once its workload was idle this long; None
+    # takes the project's default, 0 sets it off for this Job whatever the default.
+    stop_when_idle_minutes: int | None = Field(default=None, ge=0, le=MAX_IDLE_MINUTES)
 
 
 class JobSpec(_Strict):

@@ -12,7 +12,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("bench", "console", "failures", "jobs", "notify", "scripts", "simcluster", "workers")
+PACKAGES = (
+    "bench", "console", "failures", "jobs", "notify", "scripts", "simcluster", "usage", "workers",
+)  # fmt: skip
 
 
 def _module_name(path: Path) -> str:

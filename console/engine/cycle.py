@@ -17,7 +17,7 @@
   reconciled and derived; a quiet cycle reads no Job at all.
 - A Workflow is derived with its touched children, and also when a change no watch sees marked
   it (a child's workload outcome, a stop, a resume, a delete:
-  jobs.workload.report.recount_workflow): every cycle derives the marked Workflows and clears the
+  jobs.records.recount_workflow): every cycle derives the marked Workflows and clears the
   marks it read (rows.workflows_to_recount), so a Workflow is up to date one cycle after anything
   it counts changed.
 - Observation times are written with the change they describe: an unchanged row was confirmed by
@@ -55,6 +55,7 @@ from console.engine.derive import (
     derive_jobs,
     derive_nodes,
     derive_workflows,
+    gpu_pods,
 )
 from console.engine.gateways import gateway_for
 from console.engine.keep_logs import Due, before_removal, due_after
@@ -79,6 +80,7 @@ from console.models import Cluster, ObservedObject
 from jobs.messages import encode
 from notify import record as notify_record
 from notify.watch import after_cycle as notify_after_cycle
+from usage import ledger
 
 logger = logging.getLogger(__name__)
 Started = tuple[float, float]  # (time.monotonic(), time.process_time()) at the cycle's start
@@ -248,6 +250,7 @@ def _unreachable(
     message = str(error)
     stored = encode(unreachable_reason(error))
     dropped = {"observations": SCHEMA}  # no stream cursor: the next cycle relists
+    ledger.unreachable(cluster.pk, cluster.last_synced_at, now)  # its GPUs' time is unknown
     with transaction.atomic():  # the occurrence of cluster.unreachable with the row saying so
         finish(
             cluster.pk, lease, reachable=False, message=stored, last_attempt_at=now,
@@ -325,6 +328,21 @@ def _addon_phases(changes: Changes) -> dict[str, str]:
     return {addon.name: addon.phase for addon in [*changes.new_addons, *changes.addons]}
 
 
+def keep_ledger(
+    cluster_id: int, pods: Sequence[ledger.Pod], touched_jobs: set[int], now: datetime
+) -> int:
+    """The GPU-hours ledger's part of the cycle (usage.ledger.after_sync), in a savepoint: a
+    failure there is logged and its rows rolled back, never the cycle's (the Jobs' phases matter
+    more than their figures). Due runs are judged again by the next cycle; a pod change it
+    missed is counted from that pod's next change."""
+    try:
+        with transaction.atomic():
+            return ledger.after_sync(cluster_id, pods, touched_jobs, now)
+    except Exception:
+        logger.exception("cluster %s: the GPU-hours ledger was not kept this cycle", cluster_id)
+        return 0
+
+
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     forget_if_stale(cluster)
@@ -353,6 +371,8 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         rows = memory.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
         rows += notify_after_cycle(cluster, changes.touched_jobs, _addon_phases(changes), now)
+        pods = gpu_pods(state, snapshot.pods, reading.changes, now)
+        rows += keep_ledger(cluster.pk, pods, changes.touched_jobs, now)
     record_completions(cluster_id, reading.changes)
     logs_due = tuple(due_after(changes, state))
     relisted_at = now if reading.relisted else cluster.relisted_at

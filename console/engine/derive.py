@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from console.engine.memory import Snapshot
+from console.engine.observe import Change
 from console.engine.rows import (
     AddonRow,
     JobRow,
@@ -49,6 +50,7 @@ from jobs.models import Job, Workflow
 from jobs.status.lifecycle import TaskState, job_message, job_phase, workflow_phase
 from jobs.status.observed import TaskView, addon_view, task_view
 from jobs.status.problems import node_message, pod_reason
+from usage.ledger import Pod, Seen
 from workers.models import PodInstance
 
 
@@ -267,6 +269,36 @@ def derive_instances(state: State, pods: Sequence[PodObs], changes: Changes, now
         if uid not in listed:  # listed until the last successful sync, written up to it
             gone = GoneInstance(row.pk, row.task_id, gone_at=now, last_seen_at=last_sync or now)
             changes.gone_instances.append(gone)
+
+
+def gpu_pods(
+    state: State, pods: Sequence[PodObs], changed: Sequence[Change], now: datetime
+) -> list[Pod]:
+    """What the GPU-hours ledger looks at (usage.ledger.after_sync): the touched pods of the
+    live Jobs that request GPUs, and the deleted pods (their last state when the watch
+    reported it; none when a relist found them gone)."""
+    jobs = {t.pk: j for j in state.jobs if j.delete_requested_at is None for t in j.tasks}
+    cluster = state.cluster.pk
+    found = []
+    for pod in pods:
+        job = jobs.get(pod.owner.task_id or 0)
+        if job is not None and pod.gpus and state.scope.holds_pod(pod.uid):
+            run = pod.owner.run or job.run
+            found.append(Pod(pod.uid, job.pk, run, pod.owner.task_id or 0, cluster, _seen(pod)))
+    for change in changed:
+        if change.stream == "pods" and change.data is None:
+            last = change.observation if isinstance(change.observation, PodObs) else None
+            if last is None or last.gpus:
+                seen = _seen(last) if last else None
+                found.append(Pod(change.uid, 0, 0, 0, cluster, seen, gone_at=now))
+    return found
+
+
+def _seen(pod: PodObs) -> Seen:
+    return Seen(
+        pod.name, pod.node_name, pod.phase, pod.gpus, pod.scheduled_at, pod.running_at,
+        pod.deleted_at, pod.finished_at,
+    )  # fmt: skip
 
 
 def _add_instances(new: dict[str, InstanceWrite], changes: Changes) -> None:

@@ -70,8 +70,8 @@ def change_of(stream: Stream, obj: Any, deleted: bool = False) -> Change:
     except (AttributeError, TypeError, ValueError, IndexError, KeyError):
         text = f"the API server answered {stream.name} of an unexpected shape"
         raise ClusterUnreachable(text, "unexpected_shape") from None
-    if deleted:
-        return Change(stream.name, uid, version, job_id, str(node or ""), None)
+    if deleted:  # its last state kept for the GPU-hours ledger's end time (usage.ledger)
+        return Change(stream.name, uid, version, job_id, str(node or ""), None, 0, parsed)
     gpus = held_gpus(parsed) if stream.name in POD_STREAMS else 0
     data = freeze(parsed)
     return Change(stream.name, uid, version, job_id, str(node or ""), data, gpus, parsed)

@@ -501,7 +501,7 @@ _RECOUNT = Statement(
 
 def workflows_to_recount() -> dict[int, datetime]:
     """The Workflows whose counts changed where no watch sees it
-    (jobs.workload.report.recount_workflow), with their marks: every cycle derives them, whatever
+    (jobs.records.recount_workflow), with their marks: every cycle derives them, whatever
     it touched (their children may be on any cluster, or gone), and clears each mark that no
     later change renewed (write.Changes.recounted)."""
     return dict(_RECOUNT.rows())

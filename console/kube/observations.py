@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from django.conf import settings
 
 from console.kube import ADDON_LABEL, JOB_LABEL, RUN_LABEL, TASK_LABEL
 
@@ -120,6 +121,12 @@ class PodObs:
     gpus: int
     image: str
     completion: TerminationCompletion | None = None
+    # The GPU-hours ledger's times, as Kubernetes reports them: bound to its node (the
+    # PodScheduled condition's transition), its main container running since, and every
+    # container terminated at (the latest finishedAt; None while one still runs).
+    scheduled_at: datetime | None = None
+    running_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,17 +295,52 @@ def _main_status(spec: Item, status: Item) -> Item:
     return statuses[0] if statuses else _EMPTY
 
 
+def gpu_resources() -> tuple[str, ...]:
+    """The extended resources counted as GPUs (TRAINYARD_GPU_RESOURCES), read when used."""
+    return tuple(getattr(settings, "TRAINYARD_GPU_RESOURCES", ("nvidia.com/gpu",)))
+
+
+def _count(amounts: Item, names: tuple[str, ...]) -> int | None:
+    """The whole units of the named resources in `amounts`; None when none is named."""
+    found = [amounts[name] for name in names if name in amounts]
+    if not found:
+        return None
+    return sum(int(text) for text in map(str, found) if text.isdigit())
+
+
 def _gpus(spec: Item) -> int:
     """GPUs requested (an extended resource's request defaults to its limit)."""
+    names = gpu_resources()
     total = 0
     for container in spec.get("containers") or ():
         resources = container.get("resources") or _EMPTY
-        amount = (resources.get("requests") or _EMPTY).get("nvidia.com/gpu")
+        amount = _count(resources.get("requests") or _EMPTY, names)
         if amount is None:
-            amount = (resources.get("limits") or _EMPTY).get("nvidia.com/gpu")
-        text = str(amount)
-        total += int(text) if text.isdigit() else 0
+            amount = _count(resources.get("limits") or _EMPTY, names)
+        total += amount or 0
     return total
+
+
+def _scheduled_at(scheduled: Item | None) -> datetime | None:
+    """When the pod was bound to its node: the PodScheduled condition's time, once True."""
+    if scheduled is None or scheduled.get("status") != "True":
+        return None
+    return parse_time(scheduled.get("lastTransitionTime"))
+
+
+def _finished_at(spec: Item, status: Item) -> datetime | None:
+    """When the last of the pod's containers terminated; None while one has not."""
+    statuses = status.get("containerStatuses") or ()
+    if not statuses or len(statuses) < len(spec.get("containers") or ()):
+        return None
+    times = []
+    for container in statuses:
+        terminated = (container.get("state") or _EMPTY).get("terminated")
+        moment = parse_time(terminated.get("finishedAt")) if terminated else None
+        if moment is None:
+            return None
+        times.append(moment)
+    return max(times)
 
 
 def _pod_phase(value: object) -> str | None:
@@ -392,6 +434,9 @@ def parse_pod(item: Item) -> PodObs:
         gpus=_gpus(spec),
         image=containers[0].get("image", "") if containers else "",
         completion=_termination_completion(main),
+        scheduled_at=_scheduled_at(scheduled),
+        running_at=parse_time((state.get("running") or _EMPTY).get("startedAt")),
+        finished_at=_finished_at(spec, status),
     )
 
 
@@ -409,7 +454,7 @@ def parse_node(item: Item) -> NodeObs:
         message = ""
     else:
         message = f"{ready.get('reason', '')}: {ready.get('message', '')}".strip(": ")
-    gpus = str(capacity.get("nvidia.com/gpu", "0"))
+    gpus = str(_count(capacity, gpu_resources()) or 0)
     return NodeObs(
         name=name,
         online=online,

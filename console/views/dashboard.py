@@ -38,6 +38,7 @@ from jobs.status.attention import (
 )
 from jobs.status.freshness import is_stale, job_freshness
 from jobs.workload.report import workload_states
+from usage.views import held_not_progressing
 
 ATTENTION_LIMIT = 50
 # The live Jobs whose workload spoke in their current run, judged per request (newest first):
@@ -232,16 +233,19 @@ def phase_counts(user: User) -> list[tuple[str, int]]:
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     now = timezone.now()
     attention, attention_total = attention_jobs(request.user, now, diagnostics_for(request.user))
+    held = held_not_progressing(request.user, now)  # GPU usage (usage.views)
     context = {
         "phase_counts": phase_counts(request.user),
         "clusters": cluster_lines(now, clusters_for(request.user)),
         "attention": attention,
         "attention_total": attention_total,
         "stuck_minutes": int(STUCK_PENDING_AFTER.total_seconds() // 60),
+        "held": held,
     }
     # The ages shown are worded into the facts (age_words_in_steps): no age step.
     version = context["version"] = poll_version(
-        request, context["phase_counts"], context["clusters"], attention, attention_total
-    )
+        request, context["phase_counts"], context["clusters"], attention, attention_total,
+        [entry.key() for entry in held],
+    )  # fmt: skip
     template = "console/dashboard.html#board" if request.htmx else "console/dashboard.html"
     return not_modified(request, version) or render(request, template, context)

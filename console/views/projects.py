@@ -64,6 +64,20 @@ class ClustersForm(forms.Form):
     )
 
 
+class IdlePolicyForm(forms.Form):
+    stop_when_idle_minutes = forms.IntegerField(
+        label=gettext_lazy("Stop a job when idle for (minutes)"),
+        required=False,
+        min_value=1,
+        max_value=10_080,
+        help_text=gettext_lazy(
+            "The default of the project's jobs: stop one whose workload was Stalled, "
+            "Unresponsive or finished (its GPUs still held) this long; never a Silent one. A job "
+            "may set its own, or 0 to keep it off. Empty: no default."
+        ),
+    )
+
+
 def _visible_project(request: HttpRequest, pk: int) -> Project:
     """The project, or 404 for anyone who does not see it (no hint that it exists)."""
     project = projects_for(request.user).filter(pk=pk).first()
@@ -133,6 +147,8 @@ def _detail(request: HttpRequest, project: Project, **forms_shown: Any) -> HttpR
         "member_form": forms_shown.get("member_form") or MemberForm(project=project),
         "clusters_form": forms_shown.get("clusters_form")
         or ClustersForm(initial={"clusters": project.clusters.all()}),
+        "idle_form": forms_shown.get("idle_form")
+        or IdlePolicyForm(initial={"stop_when_idle_minutes": project.stop_when_idle_minutes}),
     }
     status = 422 if forms_shown else 200
     return render(request, "console/project.html", context, status=status)
@@ -197,4 +213,17 @@ def project_clusters(request: HttpRequest, pk: int) -> HttpResponse:
         return _detail(request, project, clusters_form=form)
     changes.set_clusters(project, form.cleaned_data["clusters"], request.user)
     messages.success(request, _("The clusters of %(project)s are saved.") % {"project": project})
+    return redirect("project", project.pk)
+
+
+@login_required
+@require_POST
+def project_idle_policy(request: HttpRequest, pk: int) -> HttpResponse:
+    """The idle policy's default for the project's Jobs (docs/usage.md), set by operators."""
+    project = _operated_project(request, pk)
+    form = IdlePolicyForm(request.POST)
+    if not form.is_valid():
+        return _detail(request, project, idle_form=form)
+    changes.set_idle_default(project, form.cleaned_data["stop_when_idle_minutes"], request.user)
+    messages.success(request, _("The idle policy of %(project)s is saved.") % {"project": project})
     return redirect("project", project.pk)

@@ -29,6 +29,7 @@ from jobs.models import Job, Operation, Task
 from jobs.operations import clone_job, create_job, delete_job, resume_job, stop_job
 from jobs.schemas import LOGS, READ, WRITE, AcceptedOut, JobOut, JobPage, LogOut, OperationOut
 from jobs.spec import JobSpec, SpecInvalid, errors_from_validation, parse_job_spec, parse_rlinf_spec
+from usage.report import prefetch as usage_prefetch
 from workers.models import Worker
 
 
@@ -42,6 +43,7 @@ def _jobs(user: AbstractBaseUser) -> QuerySet[Job]:
         jobs_for(user)
         .select_related("project", "cluster", "workload")
         .prefetch_related(_tasks_prefetch(), "findings")
+        .prefetch_related(*usage_prefetch())  # the Job object's `usage` (usage.report)
     )
 
 

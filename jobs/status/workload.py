@@ -58,6 +58,7 @@ class Policies:
     heartbeat_seconds: int = HEARTBEAT_SECONDS
     stall_after_seconds: int | None = None
     progress_from_logs: bool = False
+    stop_when_idle_minutes: int | None = None
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> Policies:
@@ -232,22 +233,13 @@ def _gathering(latest: Mapping[str, Mapping[str, Any]]) -> bool:
 def next_turn_at(
     report: Report | None, job_phase: JobPhase, run: int, policies: Policies, now: datetime
 ) -> datetime | None:
-    """When time alone may next change what `judge` says, nothing else changing: the silence
-    limit (Unresponsive) or the end of the stall clock (Stalled), the first not yet passed;
-    None when no clock runs (no report of this run, a completion, a Job not Running). Who
-    judges many Jobs every cycle judges one again only once a fact of it changed or this
-    moment came (notify.watch)."""
-    if report is None or report.run != run or job_phase != JobPhase.RUNNING:
+    """When time alone may next change what `judge` says, nothing else changing: the first
+    turning point not yet passed; None when no clock runs (no report of this run, a
+    completion, a Job not Running). Who judges many Jobs every cycle judges one again only once
+    a fact of it changed or this moment came (notify.watch)."""
+    if job_phase != JobPhase.RUNNING:
         return None
-    if report.latest.get("completion"):
-        return None
-    silence = MISSED_HEARTBEATS * policies.heartbeat_seconds
-    moments = [report.last_received_at + timedelta(seconds=silence)]
-    since = stall_clock(report) if "progress" in report.latest else None
-    if since is not None:
-        threshold = stall_threshold(policies, typical_step_seconds(report))
-        moments.append(since + timedelta(seconds=threshold))
-    coming = [moment for moment in moments if moment >= now]
+    coming = [point for point in turning_points(report, run, policies) if point >= now]
     return min(coming) if coming else None
 
 
@@ -256,6 +248,50 @@ def degraded(ray: Mapping[str, Any] | None) -> bool:
     if not ray:
         return False
     return bool(ray.get("alive_nodes", 0) < ray.get("expected_nodes", 0))
+
+
+# Just after a turning point: the rules compare with `>`, so at the point itself nothing moved.
+JUST_AFTER = timedelta(microseconds=1)
+# What the idle policy judges idle (issue "stop_when_idle_minutes"): never Silent.
+IDLE_STATES = frozenset(
+    {WorkloadState.STALLED, WorkloadState.UNRESPONSIVE, WorkloadState.SUCCEEDED,
+     WorkloadState.FAILED}
+)  # fmt: skip
+
+
+def turning_points(report: Report | None, run: int, policies: Policies) -> list[datetime]:
+    """The moments the state changes by time alone while no message arrives: the stall
+    threshold passing since the last step advance, and the heartbeat limit passing since the
+    last message. Only `judge` says what the state is then (judged just after the point)."""
+    if report is None or report.run != run or report.latest.get("completion"):
+        return []
+    limit = MISSED_HEARTBEATS * policies.heartbeat_seconds
+    points = [report.last_received_at + timedelta(seconds=limit)]
+    since = stall_clock(report) if "progress" in report.latest else None
+    if since is not None:
+        threshold = stall_threshold(policies, typical_step_seconds(report))
+        points.append(since + timedelta(seconds=threshold))
+    return sorted(points)
+
+
+def idle_since(
+    report: Report | None, job_phase: JobPhase, run: int, policies: Policies, now: datetime
+) -> datetime | None:
+    """Since when the workload has been idle without a break (Stalled, Unresponsive, or its
+    completion reported while its pods still run); None when it is not idle now. Never Silent:
+    a run that never signalled is not judged idle."""
+    state = judge(report, job_phase, run, policies, now)[0]
+    if report is None or state not in IDLE_STATES:
+        return None
+    if state in (WorkloadState.SUCCEEDED, WorkloadState.FAILED):
+        return report.time("completion") or report.last_received_at
+    idle = [
+        point
+        for point in turning_points(report, run, policies)
+        if point <= now
+        and judge(report, job_phase, run, policies, point + JUST_AFTER)[0] in IDLE_STATES
+    ]
+    return min(idle, default=now)
 
 
 def stall_clock(report: Report) -> datetime | None:

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
@@ -24,11 +23,10 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from console.statements import Statement
-from jobs.choices import Action, JobPhase, SignalSource, WorkloadState
+from jobs.choices import JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
-from jobs.models import Job, Workflow, WorkloadReport, WorkloadSpell
-from jobs.records import Result, record_operation
-from jobs.status.lifecycle import TransitionRefused, phase_after_stop
+from jobs.models import Job, WorkloadReport, WorkloadSpell
+from jobs.records import recount_workflow, stop_by_console
 from jobs.status.spells import Spell, ended_degraded, ended_quiet, ended_stall
 from jobs.status.workload import (
     RECENT_STEPS,
@@ -42,7 +40,7 @@ from jobs.status.workload import (
 from jobs.workload import intake
 from jobs.workload.intake import COMMON, SignalBase
 from notify import record as notify_record
-from notify.choices import Event
+from usage import ledger
 
 
 @dataclass(frozen=True)
@@ -74,34 +72,15 @@ def record(
     job = Job.objects.filter(pk=job_id).first() if folded.outcome else None
     if job is not None and run == job.run and Policies.of(job.spec).stop_on_completion:
         stopped = stop_on_completion(job, folded.outcome)
+    stopped = ledger.after_signal(job_id, folded.before, now) or stopped  # GPU-hours, idle policy
     return Recorded(len(accepted), len(items) - len(accepted), stopped, bool(folded.outcome))
 
 
 def stop_on_completion(job: Job, outcome: str) -> bool:
     """Policy `stop_on_completion`: the console itself stops a Job whose workload reported its
-    completion, so its GPUs are freed (spec §Job status: Pending/Running -> Stopped; a Failed Job
-    stays Failed and releases what it holds). Recorded as an Operation with no user, in the
-    same conditional UPDATE as a user's stop (jobs.operations). Nothing happens, and nothing is
-    recorded, when the Job is being deleted, already stopped, or may not be stopped."""
-    for _attempt in range(5):
-        row = Job.objects.filter(pk=job.pk, delete_requested_at__isnull=True)
-        state = row.values_list("phase", "stopped").first()
-        if state is None or state[1]:
-            return False
-        try:
-            target = phase_after_stop(JobPhase(state[0]), False)
-        except TransitionRefused:
-            return False
-        with transaction.atomic():
-            if row.filter(phase=state[0], stopped=False).update(phase=target, stopped=True):
-                recount_workflow(job.pk, timezone.now())
-                job.refresh_from_db()
-                reason = Message("operation.stopped_on_completion", {"outcome": outcome})
-                record_operation(AnonymousUser(), job, Action.STOP, Result.ACCEPTED, reason)
-                event = Event.JOB_STOPPED_BY_CONSOLE
-                notify_record.job_event(job.pk, job.run, job.cluster_id, event, timezone.now())
-                return True
-    return False
+    completion, so its GPUs are freed (jobs.records.stop_by_console)."""
+    reason = Message("operation.stopped_on_completion", {"outcome": outcome})
+    return stop_by_console(job, reason)
 
 
 # --- the fold ----------------------------------------------------------------------------------
@@ -123,6 +102,7 @@ def _entry(item: SignalBase, source: SignalSource, now: datetime) -> dict[str, A
 class Folded:
     outcome: str  # the completion outcome the messages carried, else ""
     compact: bool  # the run's signals are due for compaction (jobs.workload.intake.compact)
+    before: Report | None = None  # the report as it was until these messages (usage.ledger)
 
 
 def fold(
@@ -137,6 +117,7 @@ def fold(
         if report.run > run:  # a late word from an earlier run: the report is the current one's
             return Folded("", compact=False)
         before = _rarely_changed(report)
+        previous = _report_before(report)
         new_run = report.run < run
         if new_run:
             report.run, report.first_received_at, report.outcome = run, now, ""
@@ -160,7 +141,17 @@ def fold(
         report.save(update_fields=["latest", "last_received_at", *changed])  # 1/6 of a whole save
         if "outcome" in changed:  # what the Job's Workflow counts of it (counted_children)
             recount_workflow(job_id, now)
-    return Folded(outcome, compact)
+    return Folded(outcome, compact, previous)
+
+
+def _report_before(report: WorkloadReport) -> Report | None:
+    """The report before the fold changes it in place (its messages copied); None when new."""
+    if not report.latest:
+        return None
+    latest = {kind: dict(entry) for kind, entry in report.latest.items()}
+    return Report(
+        report.run, report.first_received_at, report.last_received_at, latest, list(report.steps)
+    )
 
 
 RARELY_CHANGED = ("run", "first_received_at", "steps", "outcome", "compacted_at", "policies")
@@ -344,19 +335,6 @@ def with_workload(jobs: QuerySet[Job]) -> QuerySet[Job]:
 def _policies() -> dict[str, KeyTransform]:
     """The Job's policies read out of its spec by the database, as the annotation POLICIES."""
     return {POLICIES: KeyTransform("policies", "spec")}
-
-
-# --- Workflows ---------------------------------------------------------------------------------
-
-
-def recount_workflow(job_id: int, now: datetime) -> None:
-    """What the Job's Workflow counts of it changed where no watch sees it: its workload's
-    outcome (posted or read by a fallback), a stop, a resume, a delete. A sync cycle derives a
-    Workflow only with the Jobs a Kubernetes change touched, so the Workflow is marked, in the
-    caller's transaction, and the next cycle of any cluster derives it and clears the mark
-    (console.engine.rows.workflows_to_recount): a Workflow is up to date one cycle after
-    any change of what it counts. A Job outside a Workflow marks nothing (one UPDATE)."""
-    Workflow.objects.filter(jobs=job_id).update(recount_requested_at=now)
 
 
 # --- one description for the page, the fragment and the API ------------------------------------

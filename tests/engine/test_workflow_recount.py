@@ -26,9 +26,10 @@ from console.models import Cluster
 from jobs import operations
 from jobs.messages import Message, encode
 from jobs.models import Job, Signal, Workflow
+from jobs.records import recount_workflow
 from jobs.spec import parse_workflow_spec
 from jobs.workload.intake import BATCH, signal_token
-from jobs.workload.report import record, recount_workflow
+from jobs.workload.report import record
 from simcluster.server import SimCluster
 from tests.engine.conftest import phase_of, task
 

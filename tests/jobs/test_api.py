@@ -274,8 +274,9 @@ def test_the_job_list_query_count_does_not_grow_with_the_page(
     _jobs_with_workers(alice, 18, 2)
     assert queries_for(20) == small
     # Two read the reader's permissions (jobs.access.is_operator), one the address's recent
-    # invalid tokens (console.ratelimit), one the runs' failures (failures.Finding).
-    assert small <= 9
+    # invalid tokens (console.ratelimit), one the runs' failures (failures.Finding), two the
+    # Jobs' `usage` (usage.report.prefetch).
+    assert small <= 11
 
 
 def test_clusters_nodes_and_addons(alice: User, olga: User, cluster: Cluster) -> None:
@@ -575,6 +576,8 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/clusters/{name}/nodes/{node}/drain": {"post"},
         "/api/v1/drains/{drain_id}": {"get"},
         "/api/v1/drains/{drain_id}/stop": {"post"},
+        "/api/v1/usage": {"get"},
+        "/api/v1/usage.csv": {"get"},
     } == {path: set(methods) for path, methods in document["paths"].items()}
     assert document["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
 

@@ -204,8 +204,13 @@ PAGES: dict[str, list[Call]] = {
     "node_drain": [Call(ACT, "post", ids=NODE), Call(NOT_GET, ids=NODE)],
     "drain": [Call(OPERATORS, ids=DRAIN), Call(OPERATORS, ids=DRAIN, htmx=True)],
     "drain_stop": [Call(ACT, "post", ids=DRAIN), Call(NOT_GET, ids=DRAIN)],
+    "project_idle_policy": [
+        Call(CHANGE_VISION, "post", ids=PROJECT, data={"stop_when_idle_minutes": "30"}),
+        Call(NOT_GET, ids=PROJECT),
+    ],
     "api_tokens": [Call(EVERYONE), Call(EVERYONE, "post", data={"name": "ci"})],
     "audit": [Call(OPERATORS), Call(OPERATORS, query="?format=csv")],
+    "usage": [Call(EVERYONE), Call(EVERYONE, query="?format=csv")],  # rows scoped per reader
     "api_token_revoke": [
         Call("302 404 404 302 404 404 404", "post", ids={"pk": "alice_token"}),
         Call(NOT_GET, ids={"pk": "alice_token"}),
@@ -341,6 +346,9 @@ API: dict[str, Call] = {
     "POST /api/v1/drains/{drain_id}/stop": Call(
         OPERATOR_API.format(ok=200), "post", ids={"drain_id": "drain"}
     ),
+    # Everyone reads usage; the rows are those of the reader's projects (tests/usage/test_api.py).
+    "GET /api/v1/usage": Call("401 200 200 200 200 200 200"),
+    "GET /api/v1/usage.csv": Call("401 200 200 200 200 200 200"),
 }
 
 

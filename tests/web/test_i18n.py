@@ -32,7 +32,7 @@ LOCALE = Path(settings.BASE_DIR) / "locale"
 PO = LOCALE / "zh_Hans" / "LC_MESSAGES" / "django.po"
 MO = PO.with_suffix(".mo")
 # What `makemessages` reads: the project's own code and templates (as in the Makefile's target).
-SOURCES = ("console", "failures", "jobs", "notify", "workers", "templates", "manage.py")
+SOURCES = ("console", "failures", "jobs", "notify", "usage", "workers", "templates", "manage.py")
 IGNORED = ("--ignore=.venv", "--ignore=var", "--ignore=tests", "--ignore=simcluster")
 TEMPLATE = {"role": "worker", "kind": "StatefulSet", "replicas": 2, "image": "rlinf:1"}
 NOW = datetime.now(UTC)

@@ -274,7 +274,7 @@ def test_it_creates_a_job_with_its_policies(logged_in: Client) -> None:
     assert response.status_code == 302, response.content.decode()
     assert Job.objects.get().spec["policies"] == {
         "stop_on_completion": True, "heartbeat_seconds": 15, "stall_after_seconds": None,
-        "progress_from_logs": True,
+        "progress_from_logs": True, "stop_when_idle_minutes": None,
     }  # fmt: skip
 
 

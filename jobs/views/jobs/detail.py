@@ -36,6 +36,7 @@ from jobs.status.workload import Policies
 from jobs.views.jobs.common import ClusterState, ShownTask, can_operate, cluster_state
 from jobs.views.jobs.record import record_text
 from jobs.views.jobs.workload_panel import panel_key, with_sparklines, workload_panel
+from usage.views import job_figures
 from workers.models import Worker
 
 HISTORY_LIMIT = 20
@@ -61,6 +62,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context["delete_form"] = DeleteForm(job_name=job.name)
     context["reads_logs"] = reads_logs(request.user, job)
     context["record"] = record_text(request, job, context)
+    context["usage_figures"] = job_figures(job, timezone.now())  # GPU-hours (usage.views)
     return render(request, "jobs/detail.html", context)
 
 

@@ -1,0 +1,181 @@
+"""GPU-hours: which class a second of a pod's GPUs belongs to, and whether it was wasted (pure).
+
+A pod holds its GPUs from the moment it is bound to a node (its PodScheduled condition's time)
+until it ended (its containers' termination time) or disappeared; Kubernetes' own times are used
+wherever they exist, so the figures do not depend on how often the console syncs (docs/usage.md).
+Each second of that span is classed by what the pod and its run were doing then, strongest first:
+
+    stopping      the Job is stopped, or the pod is being deleted (spec §Job status: Stopped)
+    failed        the Job is Failed, or the workload reported a failed completion
+    finished      the workload reported its completion, its GPUs still held
+    starting      bound, its main container not running: image pull, init, crash loop
+    (the workload's state, jobs.status.workload: progressing, silent, stalled, unresponsive,
+     degraded, starting)
+    unknown       the cluster could not be read: the time is not guessed
+
+Wasted = stalled + unresponsive + finished + failed, and starting beyond STARTING_GRACE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from jobs.choices import WASTED_CLASSES, JobPhase, UsageClass, WorkloadState
+from jobs.status.workload import JUST_AFTER
+
+STARTING_GRACE = timedelta(minutes=15)
+HOUR = timedelta(hours=1)
+
+_BY_WORKLOAD = {
+    WorkloadState.SILENT: UsageClass.SILENT,
+    WorkloadState.STARTING: UsageClass.STARTING,
+    WorkloadState.PROGRESSING: UsageClass.PROGRESSING,
+    WorkloadState.STALLED: UsageClass.STALLED,
+    WorkloadState.UNRESPONSIVE: UsageClass.UNRESPONSIVE,
+    WorkloadState.DEGRADED: UsageClass.DEGRADED,
+    WorkloadState.SUCCEEDED: UsageClass.FINISHED,
+    WorkloadState.FAILED: UsageClass.FAILED,
+    WorkloadState.LOST: UsageClass.FINISHED,  # Lost with pods still held: a Succeeded Job's
+}
+
+
+@dataclass(frozen=True)
+class PodSpan:
+    """What the ledger keeps of a pod instance, as Kubernetes reported it. `waiting_since`:
+    when its main container last stopped running (a crash seen by the sync), else None."""
+
+    gpus: int
+    bound_at: datetime | None
+    running_at: datetime | None = None
+    stopping_at: datetime | None = None
+    ended_at: datetime | None = None
+    waiting_since: datetime | None = None
+
+    @property
+    def held(self) -> bool:
+        """A pod holds GPUs once it requested some and was bound to a node."""
+        return self.gpus > 0 and self.bound_at is not None
+
+
+class PodState(StrEnum):
+    """The pod's own part of a second's class."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+
+
+def pod_state_at(span: PodSpan, moment: datetime) -> PodState:
+    """The pod's own part of the class at `moment` (PodState)."""
+    if span.stopping_at is not None and moment >= span.stopping_at:
+        return PodState.STOPPING
+    if span.running_at is not None and moment >= span.running_at:
+        return PodState.RUNNING
+    if span.running_at is None and span.waiting_since is not None and moment < span.waiting_since:
+        return PodState.RUNNING  # it ran until the crash was seen
+    return PodState.STARTING
+
+
+def usage_class(
+    pod_state: PodState, job_phase: JobPhase, stopped: bool, workload: WorkloadState
+) -> UsageClass:
+    """The class of a second (the module's order)."""
+    if stopped or pod_state == PodState.STOPPING:
+        return UsageClass.STOPPING
+    if job_phase == JobPhase.FAILED or workload == WorkloadState.FAILED:
+        return UsageClass.FAILED
+    if workload in (WorkloadState.SUCCEEDED, WorkloadState.LOST):
+        return UsageClass.FINISHED
+    if pod_state == PodState.STARTING:
+        return UsageClass.STARTING
+    return _BY_WORKLOAD[workload]
+
+
+Timeline = list[tuple[datetime, UsageClass]]
+
+
+def timeline(
+    start: datetime,
+    stored: UsageClass,
+    end: datetime,
+    points: Iterable[datetime],
+    class_at: Callable[[datetime], UsageClass],
+) -> Timeline:
+    """The classes over [start, end] as (since, class) changes, the first `stored` at `start`:
+    judged just after each turning point inside, and at `end` (the moment of judging, which
+    may bring a change no turning point explains: a stop, a new message)."""
+    changes: Timeline = [(start, stored)]
+    inside = sorted({point for point in points if start < point < end})
+    for moment, judged_at in [*((p, p + JUST_AFTER) for p in inside), (end, end)]:
+        klass = class_at(judged_at)
+        if changes[-1][1] != klass:
+            changes.append((moment, klass))
+    return changes
+
+
+def wasted_seconds(klass: str, since: datetime, start: datetime, end: datetime) -> float:
+    """Of the seconds [start, end) of an interval of `klass` that began at `since`, those
+    wasted: all of a wasted class, of `starting` those past its grace period."""
+    if end <= start:
+        return 0.0
+    if klass in WASTED_CLASSES:
+        return (end - start).total_seconds()
+    if klass == UsageClass.STARTING:
+        return max(0.0, (end - max(start, since + STARTING_GRACE)).total_seconds())
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Share:
+    """An interval's GPU-seconds inside a window."""
+
+    gpu_seconds: float
+    wasted_gpu_seconds: float
+
+
+def share(
+    klass: str, gpus: int, since: datetime, end: datetime, window: tuple[datetime, datetime]
+) -> Share:
+    """The GPU-seconds of the interval [since, end) of `klass` inside `window`."""
+    start, stop = max(since, window[0]), min(end, window[1])
+    if stop <= start:
+        return Share(0.0, 0.0)
+    seconds = (stop - start).total_seconds()
+    return Share(gpus * seconds, gpus * wasted_seconds(klass, since, start, stop))
+
+
+def hour_of(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def hours(start: datetime, end: datetime) -> list[datetime]:
+    """The hours [start, end) touches, each by its first moment."""
+    found, hour = [], hour_of(start)
+    while hour < end:
+        found.append(hour)
+        hour += HOUR
+    return found
+
+
+def by_hour(klass: str, gpus: int, since: datetime, end: datetime) -> list[tuple[datetime, Share]]:
+    """A closed interval's GPU-seconds split by the hours it touches (the hourly roll-ups)."""
+    return [
+        (hour, share(klass, gpus, since, end, (hour, hour + HOUR))) for hour in hours(since, end)
+    ]
+
+
+def whole_hours(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The whole hours inside [start, end): read from the roll-ups; the edges from intervals.
+    An empty range (first >= last) when the window lies inside one hour."""
+    first = hour_of(start) if start == hour_of(start) else hour_of(start) + HOUR
+    return first, max(first, hour_of(end))
+
+
+def stop_at(idle_since: datetime | None, minutes: int | None) -> datetime | None:
+    """When the idle policy stops a Job idle since `idle_since` (None: it will not)."""
+    if idle_since is None or minutes is None:
+        return None
+    return idle_since + timedelta(minutes=minutes)
