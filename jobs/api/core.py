@@ -87,12 +87,15 @@ class TrainyardAPI(NinjaAPI):
         """ninja answers a wrong method with a plain-text 405; ours is JSON like every error.
         The interactive docs are a page of the console, for logged-in users; the OpenAPI
         document itself stays public (docs/api.md). The catch-all is registered here, when the
-        URLs are built, so it comes after every endpoint whatever module registered it."""
+        URLs are built, and its pattern put last, so it comes after every endpoint, whatever
+        module or router registered it."""
         if UNKNOWN not in self.default_router.path_operations:
             methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
             operation = self.api_operation(methods, UNKNOWN, auth=None, include_in_schema=False)
             operation(unknown_endpoint)
-        urls = super()._get_urls()
+        found = super()._get_urls()
+        last = [p for p in found if isinstance(p, URLPattern) and "<path:rest>" in str(p.pattern)]
+        urls = [p for p in found if p not in last] + last
         for pattern in urls:
             if isinstance(pattern, URLPattern):
                 pattern.callback = _json_not_allowed(pattern.callback)
