@@ -72,6 +72,12 @@ def test_it_refuses_a_wrong_ca_naming_the_certificate_problem_and_stores_nothing
     answer = api("post", "/clusters", olga, {"name": "gpu-tls", **body(sim, ca=other_ca)})
     assert answer.status_code == 422 and UNTRUSTED in answer.json()["message"]
     assert not Cluster.objects.exists()
+    page = Client()
+    page.force_login(olga)
+    form = page.post("/clusters/new/", {"name": "gpu-tls", **body(sim, ca=other_ca)})
+    assert form.status_code == 422
+    assert "unable to get local issuer certificate" in form.content.decode()
+    assert sim.token not in form.content.decode()
     by_name = body(sim, server=sim.url.replace("127.0.0.1", "localhost"))
     with pytest.raises(ActionRefused) as refused:  # the certificate names 127.0.0.1 only
         cluster_actions.register(olga, "gpu-tls", by_name)
