@@ -189,7 +189,8 @@ def rotate(
     )  # fmt: skip
     if not swapped:
         raise ActionRefused(409, _("This cluster is retired."))
-    _audit(request, user, Action.CLUSTER_ROTATE, target)
+    _audit(request, user, Action.CLUSTER_ROTATE, target,
+           detail="insecure" if credentials.insecure else "")  # fmt: skip
     return report
 
 

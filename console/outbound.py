@@ -33,9 +33,18 @@ def address_problem(address: Address) -> str | None:
         return _("a cloud metadata address")
     if address.is_link_local:
         return _("a link-local address")
+    if address.is_loopback:
+        return None  # ::1 is also in IPv6's "reserved" ::/8, yet an API server may listen there
     if address.is_multicast or address.is_unspecified or address.is_reserved:
         return _("not a unicast address")
     return None
+
+
+def peer_refusal(address: str) -> str | None:
+    """Why the engine may not talk to the address a connection reached (the kube client asks
+    at every connect, `console.kube.client`): the server URL's check at entry repeated on what
+    DNS answered this time. The same rule, so private and loopback addresses pass."""
+    return address_problem(ipaddress.ip_address(address.split("%")[0]))
 
 
 def resolve(host: str) -> list[str]:

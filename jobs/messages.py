@@ -152,6 +152,11 @@ CODES: dict[str, Promise | str] = {
     "cluster.timeout": _("the API server did not answer in time (timeout)"),
     "cluster.transport": _("cannot talk to the API server (%(error)s)"),
     "cluster.tls": _("TLS error (%(status)s)"),
+    "cluster.certificate": _(
+        "the API server's certificate is not trusted (%(problem)s): check the CA given for it"
+    ),
+    "cluster.tls_handshake": _("the TLS handshake with the API server failed (%(problem)s)"),
+    "cluster.address": _("the API server's address %(address)s is %(problem)s: refused"),
     "cluster.malformed_json": _(
         "the API server answered HTTP %(status)s with malformed or truncated JSON"
     ),

@@ -101,6 +101,10 @@ class Worded(Schema):
 class ClusterOut(Worded):
     name: str
     reachable: bool
+    insecure: bool = Field(
+        description="An operator allowed this cluster to skip TLS verification of its API "
+        "server (insecure-skip-tls-verify); true for as long as its credentials do."
+    )
     last_synced_at: datetime | None
 
 

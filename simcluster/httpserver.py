@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -30,12 +31,31 @@ class SimHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(
-        self, address: tuple[str, int], *, token: str, faults: Faults, api: Answer, control: Answer
-    ) -> None:
+        self, address: tuple[str, int], *, token: str, faults: Faults, api: Answer, control: Answer,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:  # fmt: skip
         self.token, self.faults, self.api, self.control = token, faults, api, control
+        self.tls = tls
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """With `tls`, each connection is wrapped here but shaken hands with in its own thread
+        (`finish_request`): a slow or refusing client never holds up the accept loop."""
+        connection, address = super().get_request()
+        if self.tls is None:
+            return connection, address
+        wrapped = self.tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
+        return wrapped, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            try:
+                request.do_handshake()
+            except (ssl.SSLError, OSError):
+                return  # the client refused our certificate (or left): as a real server, no log
+        super().finish_request(request, client_address)
 
     def close_connections(self) -> None:
         """Idle keep-alive connections would otherwise keep their threads reading forever."""

@@ -10,6 +10,7 @@ simulated clock. Every entry point takes the store lock, so the two never see ha
 
 from __future__ import annotations
 
+import base64
 import logging
 import secrets
 import threading
@@ -29,6 +30,7 @@ from simcluster.control import ControlSurface
 from simcluster.faults import Fault, Faults
 from simcluster.httpserver import SimHTTPServer
 from simcluster.resources import RESOURCES
+from simcluster.tls import CertificateAuthority
 
 Obj = dict[str, Any]
 logger = logging.getLogger("simcluster")
@@ -37,7 +39,9 @@ TICK_BUDGET_SECONDS = 0.05
 
 
 class SimCluster:
-    """A cluster of `nodes` simulated machines, served over HTTP once started."""
+    """A cluster of `nodes` simulated machines, served over HTTP once started, or HTTPS with
+    `tls=True`: a certificate for `host` signed by a CA of its own (`ca_pem`), as a real API
+    server's, made afresh for each SimCluster and kept across `stop()`/`start()`."""
 
     def __init__(
         self,
@@ -55,6 +59,7 @@ class SimCluster:
         memory_per_node: str = "1024Gi",
         tick_seconds: float = 0.02,
         bookmark_seconds: float = 60.0,
+        tls: bool = False,
     ) -> None:
         self.cluster = Cluster(
             nodes=nodes,
@@ -78,6 +83,8 @@ class SimCluster:
         self._stop = threading.Event()
         self.api: Api | None = None
         self.access_rules: list[Obj] | None = None
+        self.authority = CertificateAuthority(f"simcluster-ca {host}") if tls else None
+        self._tls = self.authority.server_context(host) if self.authority else None
         if addons:
             self.seed_addons()
 
@@ -93,7 +100,7 @@ class SimCluster:
             (self.host, self._requested_port),
             token=self.token, faults=self.faults, control=self.control.handle,
             # Looked up per request: a test may wrap `handle` of a running cluster.
-            api=lambda request: self.handle(request),
+            api=lambda request: self.handle(request), tls=self._tls,
         )  # fmt: skip
         self._httpd = httpd
         self.api = Api(
@@ -159,12 +166,20 @@ class SimCluster:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self._tls else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    @property
+    def ca_pem(self) -> str:
+        """The PEM of the CA that signed the serving certificate ("" when serving HTTP)."""
+        return self.authority.pem if self.authority else ""
 
     def write_kubeconfig(self, path: str | Path, namespace: str = "default") -> Path:
         """A kubeconfig with context `simcluster`; the namespace is created if it is missing."""
         self.cluster.ensure_namespace(namespace)
         target = Path(path)
+        ca = base64.b64encode(self.ca_pem.encode()).decode()
+        authority = f"    certificate-authority-data: {ca}\n" if ca else ""
         target.write_text(
             "apiVersion: v1\n"
             "kind: Config\n"
@@ -172,6 +187,7 @@ class SimCluster:
             "- name: simcluster\n"
             "  cluster:\n"
             f"    server: {_quoted(self.url)}\n"
+            f"{authority}"
             "contexts:\n"
             "- name: simcluster\n"
             "  context:\n"

@@ -14,6 +14,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from console import outbound
 from console.engine.gateways import gateway_for
 from console.kube.client import ClientConfigError, one_off_client, timeouts
 from console.kube.gateway import ClusterUnreachable, Gateway
@@ -45,7 +46,7 @@ class ConnectionReport:
 
 def probe_connection(config: dict[str, Any], context: str, namespace: str) -> ConnectionReport:
     try:
-        client = one_off_client(config, context)
+        client = one_off_client(config, context, outbound.peer_refusal)
     except ClientConfigError as error:
         return ConnectionReport(False, error=str(error))
     try:

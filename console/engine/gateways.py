@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from console import kubeconfig
+from console import kubeconfig, outbound
 from console.kube import client
 from console.kube.gateway import Gateway
 from console.models import Cluster
@@ -15,7 +15,9 @@ def gateway_for(cluster: Cluster) -> Gateway:
     every use (the stored text or the file it names may have changed since it was entered) and
     checked whenever it is not the text the cluster's client was built from."""
     try:
-        api = client.api_client(cluster.pk, cluster.kubeconfig, cluster.context, _checked)
+        api = client.api_client(
+            cluster.pk, cluster.kubeconfig, cluster.context, _checked, outbound.peer_refusal
+        )
     except client.ClientConfigError as error:
         raise kubeconfig.KubeconfigRejected(str(error)) from None
     return Gateway(api, client.timeouts())

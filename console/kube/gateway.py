@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -186,9 +187,53 @@ def _transport() -> Iterator[None]:
         raise ClusterUnreachable(text, "tls", status=str(error.status)) from None
 
 
+class PeerRefused(urllib3.exceptions.HTTPError):
+    """The connection reached an address the console may not talk to (`console.kube.client`
+    checks it right after the TCP connect, before TLS or any byte of the request)."""
+
+    def __init__(self, address: str, problem: str) -> None:
+        super().__init__(f"the API server's address {address} is {problem}: refused")
+        self.address, self.problem = address, problem
+
+
+def _tls_failure(cause: ssl.SSLError) -> ClusterUnreachable:
+    """A certificate the CA does not vouch for (or not for this host) is named by OpenSSL's own
+    words ("unable to get local issuer certificate", "Hostname mismatch, ..."): what the
+    operator must fix. Any other TLS failure is a handshake failure, named by its reason."""
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        problem = safe_text(
+            str(cause.verify_message or cause.reason or "certificate verify failed")
+        )
+        text = f"the API server's certificate is not trusted ({problem}): check the CA given for it"
+        return ClusterUnreachable(text, "certificate", problem=problem)
+    problem = safe_text(str(cause.reason or type(cause).__name__))
+    return ClusterUnreachable(
+        f"the TLS handshake with the API server failed ({problem})",
+        "tls_handshake",
+        problem=problem,
+    )
+
+
+def _ssl_cause(error: BaseException) -> ssl.SSLError | None:
+    """The `ssl` error under urllib3's wrappings (MaxRetryError.reason, SSLError.args[0])."""
+    for found in (error, getattr(error, "reason", None), *getattr(error, "args", ())[:1]):
+        if isinstance(found, ssl.SSLError):
+            return found
+        if isinstance(found, urllib3.exceptions.SSLError) and found is not error:
+            return _ssl_cause(found)
+    return None
+
+
 def _transport_failure(error: Exception) -> ClusterUnreachable:
     """Connection-level failures named by type and cause, never with the request's headers."""
     cause = getattr(error, "reason", None) or error
+    if isinstance(cause, PeerRefused):
+        return ClusterUnreachable(
+            str(cause), "address", address=cause.address, problem=cause.problem
+        )
+    tls = _ssl_cause(error)
+    if tls is not None:
+        return _tls_failure(tls)
     if isinstance(error, urllib3.exceptions.ProtocolError):
         text = "the API server closed the connection mid-response (truncated answer)"
         return ClusterUnreachable(text, "truncated")

@@ -289,8 +289,20 @@ def test_clusters_nodes_and_addons(alice: User, olga: User, cluster: Cluster) ->
     other = Cluster.objects.create(name="gpu-b", kubeconfig="x")
     Node.objects.create(cluster=other, name="n2", phase=Node.Phase.OFFLINE, observed_at=now)
     Addon.objects.create(cluster=other, name="kuberay-operator")
-    gpu_a = {"name": "gpu-a", "reachable": False, "last_synced_at": None, **NO_MESSAGE}
-    gpu_b = {"name": "gpu-b", "reachable": False, "last_synced_at": None, **NO_MESSAGE}
+    gpu_a = {
+        "name": "gpu-a",
+        "reachable": False,
+        "insecure": False,
+        "last_synced_at": None,
+        **NO_MESSAGE,
+    }
+    gpu_b = {
+        "name": "gpu-b",
+        "reachable": False,
+        "insecure": False,
+        "last_synced_at": None,
+        **NO_MESSAGE,
+    }
     assert call("get", "/clusters", alice).json() == [gpu_a]
     assert call("get", "/clusters", olga).json() == [gpu_a, gpu_b]
     nodes = call("get", "/nodes?cluster=gpu-a", alice).json()
