@@ -157,10 +157,11 @@ class Overview:
     bucket, the buckets a power of two seconds wide and at most OVERVIEW_BUCKETS of them: the
     whole run's chart, bounded however long the run (docs/decisions.md, "Charts: the overview").
 
-    Built by folding rows in, in any number of passes: a bucket's lowest and highest of two
-    passes are the lowest and highest of the two, and when the run outgrows the buckets they
-    double in width, two aligned buckets making one, so the global minimum and maximum of every
-    series are kept whatever the order of the passes. Ties keep the earlier point."""
+    Built by folding rows in, in any number of passes (`fit`, then `add` each row): a bucket's
+    lowest and highest of two passes are the lowest and highest of the two, and when the run
+    outgrows the buckets they double in width, two aligned buckets making one, so the global
+    minimum and maximum of every series are kept whatever the order of the passes. Ties keep
+    the earlier point."""
 
     def __init__(
         self, width: int = 1, series: dict[str, dict[int, list[Point]]] | None = None
@@ -182,12 +183,14 @@ class Overview:
             if value > pair[1].value:
                 pair[1] = Point(t, step, value)
 
-    def coarsen(self) -> None:
-        """Double the buckets' width until the run's span fits OVERVIEW_BUCKETS of them."""
+    def fit(self, start: float, end: float) -> None:
+        """Before rows from `start` to `end` are added: double the buckets' width until the
+        run's span with them fits OVERVIEW_BUCKETS buckets. Widening first keeps at most that
+        many buckets alive while a long history is folded (a bucket per row at the first width
+        made the fold of 10,000 rows take seconds, mostly in the garbage collector)."""
         found = [bucket for buckets in self.series.values() for bucket in buckets]
-        if not found:
-            return
-        first, last = min(found), max(found)
+        first = min([*found, int(start // self.width)])
+        last = max([*found, int(end // self.width)])
         while last - first >= OVERVIEW_BUCKETS:
             self.width *= 2
             first, last = first // 2, last // 2
@@ -195,14 +198,13 @@ class Overview:
 
     def points(self, name: str) -> list[Point]:
         """The series' kept points in time order (a bucket's lowest and highest, once if one)."""
-        kept = []
+        kept: list[Point] = []
         for _, (lowest, highest) in sorted(self.series.get(name, {}).items()):
-            kept.extend([lowest] if lowest == highest else sorted((lowest, highest), key=_t))
+            if lowest == highest:
+                kept.append(lowest)
+            else:
+                kept.extend((lowest, highest) if lowest.t <= highest.t else (highest, lowest))
         return kept
-
-
-def _t(point: Point) -> float:
-    return point.t
 
 
 def _halved(buckets: Mapping[int, list[Point]]) -> dict[int, list[Point]]:

@@ -12,7 +12,7 @@ been thinned by then, so the first pass folds the whole run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -59,10 +59,12 @@ def _rows(found: Any) -> Iterable[Row]:
     return ((pk, at.timestamp(), orjson.loads(data)) for pk, at, data in ordered)
 
 
-def fold(overview: Overview, rows: Iterable[Row], last: Point | None) -> Point | None:
+def fold(overview: Overview, rows: Sequence[Row], last: Point | None) -> Point | None:
     """Fold the rows (in time order) into the overview: the step, the step rate (steps per
     minute since the previous step point, as jobs.series.step_rates) and each metric, keyed as
     jobs.series names them (metrics under "metrics/"). Returns the newest step point."""
+    if rows:
+        overview.fit(rows[0][1], rows[-1][1])
     for _pk, at, data in rows:
         step = data.get("step") if isinstance(data.get("step"), int) else None
         values = {f"metrics/{name}": value for name, value in (data.get("metrics") or {}).items()}
@@ -72,7 +74,6 @@ def fold(overview: Overview, rows: Iterable[Row], last: Point | None) -> Point |
                 values[STEP_RATE] = (step - last.step) / (at - last.t) * 60
             last = Point(at, step, float(step))
         overview.add(at, step, values)
-    overview.coarsen()
     return last
 
 
@@ -89,7 +90,7 @@ def read(job_id: int, run: int) -> tuple[Overview, Point | None] | None:
     through, data = stored
     overview, last = decoded(orjson.loads(data))
     newer = Signal.objects.filter(job_id=job_id, run=run, kind="progress", pk__gt=through)
-    last = fold(overview, _rows(newer), last)
+    last = fold(overview, list(_rows(newer)), last)
     return overview, last
 
 

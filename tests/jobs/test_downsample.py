@@ -95,9 +95,10 @@ def test_it_keeps_the_global_min_and_max_in_a_run_overview_folded_in_passes() ->
     points = noisy_run()
     overview = Overview()
     for start in range(0, len(points), 500):
-        for point in points[start : start + 500]:
+        passed = points[start : start + 500]
+        overview.fit(passed[0].t, passed[-1].t)
+        for point in passed:
             overview.add(point.t, point.step, {"reward": point.value})
-        overview.coarsen()
     kept = overview.points("reward")
     assert len(overview.series["reward"]) <= OVERVIEW_BUCKETS and len(kept) <= 2 * OVERVIEW_BUCKETS
     assert min(kept, key=lambda p: p.value) == points[15_000]
