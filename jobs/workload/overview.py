@@ -38,16 +38,16 @@ def refresh(job_id: int, run: int, now: datetime) -> None:
     progress = Signal.objects.filter(job_id=job_id, run=run, kind="progress")
     if stored is None and progress.count() <= OVERVIEW_FROM:
         return
-    overview, last = decoded(stored.data) if stored else (Overview(), None)
+    overview, last = decoded(orjson.loads(stored.data)) if stored else (Overview(), None)
     settled = progress.filter(pk__gt=stored.through if stored else 0, received_at__lt=now - SETTLED)
     rows = list(_rows(settled))
     if not rows:
         return
     last = fold(overview, rows, last)
+    data = orjson.dumps(encoded(overview, last))
     SeriesOverview.objects.update_or_create(
-        job_id=job_id, run=run,
-        defaults={"through": max(pk for pk, *_ in rows), "data": encoded(overview, last)},
-    )  # fmt: skip
+        job_id=job_id, run=run, defaults={"through": max(pk for pk, *_ in rows), "data": data}
+    )
 
 
 Row = tuple[int, float, dict[str, Any]]  # (Signal id, seconds since the epoch, progress data)
@@ -81,9 +81,7 @@ def read(job_id: int, run: int) -> tuple[Overview, Point | None] | None:
     """The run's overview with every message stored since folded in, or None when the run has
     none (then its messages are few: read them)."""
     stored = (
-        SeriesOverview.objects.filter(job_id=job_id, run=run)
-        .values_list("through", Cast("data", TextField()))
-        .first()
+        SeriesOverview.objects.filter(job_id=job_id, run=run).values_list("through", "data").first()
     )
     if stored is None:
         return None
