@@ -167,6 +167,7 @@ def _first_paints(client: Client, job: Job) -> list[tuple[float, float, int]]:
             for _ in range(PAINTS):
                 page = context.new_page()
                 page.goto(f"http://127.0.0.1:{PORT}/jobs/{job.pk}/metrics/")
+                page.wait_for_selector("#metrics[data-drawn]", timeout=60_000)  # not forever
                 paint, request, drawn = page.evaluate(PAINT_TIMING)  # waits for the mark
                 loads.append((paint, request, drawn))
                 page.close()
