@@ -147,3 +147,77 @@ def thin_rows(rows: Sequence[Row], limit: int) -> list[int]:
         if len(kept) <= limit or width > span:
             return kept
         width *= 2
+
+
+OVERVIEW_BUCKETS = 250  # aligned time buckets of a run's overview: at most 500 points a series
+
+
+class Overview:
+    """A run's every series reduced to the lowest and the highest point of each aligned time
+    bucket, the buckets a power of two seconds wide and at most OVERVIEW_BUCKETS of them: the
+    whole run's chart, bounded however long the run (docs/decisions.md, "Charts: the overview").
+
+    Built by folding rows in, in any number of passes (`fit`, then `add` each row): a bucket's
+    lowest and highest of two passes are the lowest and highest of the two, and when the run
+    outgrows the buckets they double in width, two aligned buckets making one, so the global
+    minimum and maximum of every series are kept whatever the order of the passes. Ties keep
+    the earlier point."""
+
+    def __init__(
+        self, width: int = 1, series: dict[str, dict[int, list[Point]]] | None = None
+    ) -> None:
+        self.width = width
+        self.series: dict[str, dict[int, list[Point]]] = series or {}
+
+    def add(self, t: float, step: int | None, values: Mapping[str, float]) -> None:
+        """One row: each of its series' values at time `t` (seconds since the epoch)."""
+        bucket = int(t // self.width)
+        for name, value in values.items():
+            buckets = self.series.setdefault(name, {})
+            pair = buckets.get(bucket)
+            if pair is None:
+                buckets[bucket] = [Point(t, step, value), Point(t, step, value)]
+                continue
+            if value < pair[0].value:
+                pair[0] = Point(t, step, value)
+            if value > pair[1].value:
+                pair[1] = Point(t, step, value)
+
+    def fit(self, start: float, end: float) -> None:
+        """Before rows from `start` to `end` are added: double the buckets' width until the
+        run's span with them fits OVERVIEW_BUCKETS buckets. Widening first keeps at most that
+        many buckets alive while a long history is folded (a bucket per row at the first width
+        made the fold of 10,000 rows take seconds, mostly in the garbage collector)."""
+        found = [bucket for buckets in self.series.values() for bucket in buckets]
+        first = min([*found, int(start // self.width)])
+        last = max([*found, int(end // self.width)])
+        while last - first >= OVERVIEW_BUCKETS:
+            self.width *= 2
+            first, last = first // 2, last // 2
+            self.series = {name: _halved(buckets) for name, buckets in self.series.items()}
+
+    def points(self, name: str) -> list[Point]:
+        """The series' kept points in time order (a bucket's lowest and highest, once if one)."""
+        kept: list[Point] = []
+        for _, (lowest, highest) in sorted(self.series.get(name, {}).items()):
+            if lowest == highest:
+                kept.append(lowest)
+            else:
+                kept.extend((lowest, highest) if lowest.t <= highest.t else (highest, lowest))
+        return kept
+
+
+def _halved(buckets: Mapping[int, list[Point]]) -> dict[int, list[Point]]:
+    """Buckets twice as wide: aligned pairs merged, each keeping the lower low and the higher
+    high (the earlier bucket's on a tie)."""
+    merged: dict[int, list[Point]] = {}
+    for bucket, (lowest, highest) in sorted(buckets.items()):
+        pair = merged.get(bucket // 2)
+        if pair is None:
+            merged[bucket // 2] = [lowest, highest]
+            continue
+        if lowest.value < pair[0].value:
+            pair[0] = lowest
+        if highest.value > pair[1].value:
+            pair[1] = highest
+    return merged

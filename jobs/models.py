@@ -289,6 +289,28 @@ class Signal(models.Model):
         return f"{self.pod} #{self.seq} {self.kind}"
 
 
+class SeriesOverview(models.Model):
+    """A run's whole chart kept by the compaction (jobs.workload.overview): every series' lowest
+    and highest point per aligned time bucket (jobs.downsample.Overview), folded from the run's
+    progress messages up to `through` (a Signal id), so the whole range is read as one row plus
+    the messages stored since, not as every stored message."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="series_overviews")
+    run = models.PositiveIntegerField(_("run"))
+    through = models.BigIntegerField(_("last message folded"), default=0)
+    # JSON as bytes (orjson's), not a JSONField: PostgreSQL would parse its 60,000 numbers into
+    # jsonb on every write and print them back to text on every read, most of the read's time.
+    data = models.BinaryField(_("data"), default=b"")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "run"], name="one_series_overview_per_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run} through #{self.through}"
+
+
 class WorkloadReport(models.Model):
     """The latest of what a Job's workload said in its current run, folded from its signals as
     they arrive (jobs.workload.report), so a list of 10,000 Jobs derives every workload state from

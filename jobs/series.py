@@ -26,10 +26,11 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from jobs.choices import SPELL_STATES
-from jobs.downsample import Axis, Point, extremes
+from jobs.downsample import Axis, Overview, Point, downsample, extremes
 from jobs.models import Job, Signal, WorkloadReport, WorkloadSpell
 from jobs.status.spells import ongoing
 from jobs.status.workload import Policies
+from jobs.workload import overview
 from jobs.workload.report import report_of, workload_of
 from workers.models import PodInstance
 
@@ -104,9 +105,10 @@ def read(
         return None
     wanted = [run for run, _ in runs] if query.run == 0 else [query.run or job.run]
     after_pk = _signal_part(query.after)
-    rows = _progress_rows(job, wanted, query, after_pk)
+    overviews = _overviews(job, wanted, query)
+    rows = _progress_rows(job, [run for run in wanted if run not in overviews], query, after_pk)
     return {
-        "series": _series(rows, query),
+        "series": sorted(_series(rows, query) + _overview_series(overviews, query), key=_run),
         "checkpoints": _checkpoints(job, wanted),
         "spells": _spells(job, wanted, now),
         "runs": [{"run": run, "started_at": started} for run, started in runs],
@@ -138,6 +140,37 @@ def _signal_part(cursor: str) -> int:
     """The newest message a cursor had seen (0: none or not a cursor)."""
     parts = cursor.split(".")
     return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else 0
+
+
+def _overviews(job: Job, runs: Sequence[int], query: Query) -> dict[int, Overview]:
+    """The runs' overviews (jobs.workload.overview) when the whole run is asked, on either
+    axis: bounded however long the run, where its stored messages are thousands. A zoom, or
+    a live chart's "what is new", reads the stored messages of its range as before."""
+    if query.start is not None or query.end is not None or query.after:
+        return {}
+    found = {run: overview.read(job.pk, run) for run in runs}
+    return {run: kept[0] for run, kept in found.items() if kept is not None}
+
+
+def _overview_series(overviews: Mapping[int, Overview], query: Query) -> list[dict[str, Any]]:
+    """Each wanted series of each run with an overview, in the order of `_series`: its kept
+    points (each bucket's lowest and highest) downsampled to query.points on the query's axis."""
+    answer = []
+    for run, found in sorted(overviews.items()):
+        names = [STEP, STEP_RATE, *overview.metric_names(found)]
+        for name in names if query.names is None else [n for n in names if n in query.names]:
+            key = name if name in (STEP, STEP_RATE) else f"metrics/{name}"
+            kept = found.points(key)  # in time order, two a bucket at most
+            if query.axis != Axis.TIME or len(kept) > query.points:
+                kept = downsample(kept, query.axis, limit=query.points)
+            if kept:
+                points = [[point.t, point.step, point.value] for point in kept]
+                answer.append({"name": name, "run": run, "points": points})
+    return answer
+
+
+def _run(series: Mapping[str, Any]) -> int:
+    return int(series["run"])
 
 
 Row = tuple[int, float, dict[str, Any]]  # (run, seconds since the epoch, progress data)

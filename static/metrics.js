@@ -102,7 +102,22 @@
     ).then(function (found) {
       answers = found;
       draw();
+      markPainted();
       schedulePoll();
+    });
+  }
+
+  // "metrics-painted": the first frame with the charts has been rendered. An animation frame's
+  // callback runs before that frame's style, layout and paint; a task it queues runs after them.
+  // bench/series.py times it from the series response (its resource timing's responseEnd).
+  function markPainted() {
+    if (performance.getEntriesByName("metrics-painted").length) {
+      return;
+    }
+    window.requestAnimationFrame(function () {
+      window.setTimeout(function () {
+        performance.mark("metrics-painted");
+      }, 0);
     });
   }
 
@@ -379,7 +394,7 @@
     return Math.max(260, Math.floor(figure.clientWidth) - 2);
   }
 
-  function options(name, lines, figure) {
+  function options(name, lines, figure, width) {
     var series = [{ label: setup.axis === "step" ? words.step : words.time, value: function (u, v) {
       return v === null || v === undefined ? "\u2014" : xWords(v);
     } }];
@@ -416,7 +431,7 @@
       };
     }
     return {
-      width: chartWidth(figure),
+      width: width,
       height: 200,
       scales: { x: { time: setup.axis === "time", range: function (u, min, max) {
         return [min, figure.chart && figure.chart.zoomed ? max : Math.max(max, markedUntil())];
@@ -439,7 +454,8 @@
     };
   }
 
-  function makeChart(name, container) {
+  // A chart's figure, in the page; its plot is made once every figure is in (makePlot).
+  function makeFigure(name, container) {
     var lines = linesOf(name, answers);
     var figure = document.createElement("figure");
     figure.className = "metric-chart";
@@ -458,15 +474,21 @@
     var plot = document.createElement("div");
     plot.setAttribute("role", "img");
     plot.setAttribute("aria-label", lines.map(summary).join("; "));
+    plot.style.minHeight = "200px"; // the page's height, and so its scrollbar, before the plots
     figure.appendChild(plot);
     container.appendChild(figure);
     var chart = { name: name, lines: lines, figure: figure, zoomed: false, plot: null, table: null };
     figure.chart = chart;
-    chart.plot = new window.uPlot(options(name, lines, figure), joined(lines), plot);
+    chart.holder = plot;
     toggle.addEventListener("click", function () {
       showTable(chart, toggle);
     });
     return chart;
+  }
+
+  function makePlot(chart, width) {
+    var shape = options(chart.name, chart.lines, chart.figure, width);
+    chart.plot = new window.uPlot(shape, joined(chart.lines), chart.holder);
   }
 
   function showTable(chart, toggle) {
@@ -593,15 +615,26 @@
         section.appendChild(groups[group]);
         root.appendChild(section);
       }
-      charts.push(makeChart(name, groups[group]));
+      charts.push(makeFigure(name, groups[group]));
     });
-    resize(); // a chart was sized before the next one shared its row
+    // Every figure is laid out before any plot is made: the widths are read in one layout, and
+    // no chart is drawn at the full row's width before the next one shares its row.
+    var widths = charts.map(function (chart) {
+      return chartWidth(chart.figure);
+    });
+    charts.forEach(function (chart, index) {
+      makePlot(chart, widths[index]);
+    });
+    resize();
     root.dataset.drawn = String(charts.length);
   }
 
   function resize() {
     charts.forEach(function (chart) {
-      chart.plot.setSize({ width: chartWidth(chart.figure), height: 200 });
+      var width = chartWidth(chart.figure);
+      if (width !== chart.plot.width) {
+        chart.plot.setSize({ width: width, height: 200 });
+      }
     });
   }
 

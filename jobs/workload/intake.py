@@ -32,6 +32,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel, Typ
 
 from jobs.downsample import thin_rows
 from jobs.models import Signal, WorkloadSpell
+from jobs.workload import overview
 
 MAX_BATCH = 100
 MAX_METRICS = 32
@@ -217,6 +218,7 @@ def compact(job_id: int, run: int, now: datetime) -> None:
     keep = timedelta(seconds=settings.TRAINYARD_SIGNAL_KEEP_SECONDS)
     old = Signal.objects.filter(job_id=job_id, run=run, received_at__lt=now - keep)
     _keep_newest_per_pod(old.filter(kind__in=LATEST_ONLY))
+    overview.refresh(job_id, run, now)  # before thinning: every message is folded before it goes
     _thin_progress(old.filter(kind="progress"), job_id, run)
     for kind in KEEP_LATEST_KINDS:
         _keep_latest(old.filter(kind=kind), job_id, run, kind)

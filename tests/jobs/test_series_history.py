@@ -11,10 +11,11 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.test import Client
 
 from console.models import Cluster
 from jobs.choices import JobPhase, WorkloadState
-from jobs.models import Job, Signal, WorkloadSpell
+from jobs.models import Job, SeriesOverview, Signal, WorkloadSpell
 from jobs.workload import intake
 from jobs.workload.intake import BATCH
 from jobs.workload.report import record
@@ -60,6 +61,47 @@ def test_it_compacts_a_finished_run_to_at_least_2000_points_of_every_series(job:
     assert max(data["metrics"]["train/m7"] for data in kept) == 80.0
     steps = [data["step"] for data in kept]
     assert min(steps) == 0 and max(steps) == 11_999
+
+
+def progress_rows(job: Job, steps: range, spikes: dict[int, dict[str, float]]) -> None:
+    chance = random.Random(steps.start)
+    rows = []
+    for n in steps:
+        metrics = {
+            "rollout/reward": n / 3000 + chance.gauss(0, 0.05),
+            "train/loss": chance.random(),
+        }
+        metrics.update(spikes.get(n, {}))
+        at = T0 + timedelta(minutes=n)
+        rows.append(Signal(job=job, run=1, pod=POD, uid=UID, seq=n, kind="progress", at=at,
+                           received_at=at, data={"step": n, "metrics": metrics}))  # fmt: skip
+    Signal.objects.bulk_create(rows, batch_size=1000)
+
+
+def test_it_answers_the_whole_run_from_its_overview_with_the_global_min_and_max(
+    job: Job, alice: User
+) -> None:
+    """Over 2,000 progress messages the compaction keeps the run's overview (docs/decisions.md,
+    "Charts: the overview"): the whole range is its buckets plus what came since, at most 500
+    points a series, with a dip and a spike from before the compaction and a spike after it;
+    a zoomed range still reads every stored message in it."""
+    progress_rows(job, range(3000), {1234: {"train/loss": -5.0}, 2222: {"rollout/reward": 50.0}})
+    intake.compact(job.pk, 1, T0 + timedelta(days=3))
+    assert SeriesOverview.objects.get(job=job, run=1).through == Signal.objects.latest("pk").pk
+    progress_rows(job, range(3000, 3100), {3050: {"rollout/reward": 99.0}})
+    client = Client()
+    client.force_login(alice)
+    series = client.get(f"/api/v1/jobs/{job.pk}/series").json()["series"]
+    by_name = {s["name"]: [value for _t, _step, value in s["points"]] for s in series}
+    assert list(by_name) == ["step", "step_rate", "rollout/reward", "train/loss"]
+    assert all(len(values) <= 500 for values in by_name.values())
+    assert max(by_name["rollout/reward"]) == 99.0 and min(by_name["train/loss"]) == -5.0
+    assert (min(by_name["step"]), max(by_name["step"])) == (0, 3099)
+    assert by_name["step_rate"] and set(by_name["step_rate"]) == {1.0}
+    hour = (T0 + timedelta(minutes=2200)).timestamp()
+    zoomed = client.get(f"/api/v1/jobs/{job.pk}/series", {"from": str(hour), "to": str(hour + 3600)})
+    reward = next(s for s in zoomed.json()["series"] if s["name"] == "rollout/reward")
+    assert len(reward["points"]) == 61 and max(p[2] for p in reward["points"]) == 50.0
 
 
 def say(job: Job, at: datetime, *messages: dict[str, Any]) -> None:
