@@ -169,13 +169,15 @@ def test_it_says_an_addon_failed_and_back(alice: User, cluster: Cluster) -> None
     assert Outbox.objects.first().facts["detail"] == "gpu-operator"  # type: ignore[union-attr]
 
 
-def test_a_quiet_cycle_nobody_follows_reads_twice_and_writes_nothing(
+def test_a_quiet_cycle_reads_once_and_writes_nothing(
     alice: User, cluster: Cluster, django_assert_num_queries: Any
 ) -> None:
+    """Whoever follows what: the watches and the occurrences due, in one query."""
+    subscribe(alice, channel(alice))
     job_of(alice, cluster)
     Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
     cluster.refresh_from_db()
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(1):
         assert after_cycle(cluster, set(), {}, T0) == 0
 
 
@@ -215,7 +217,7 @@ def test_it_judges_a_workload_again_only_once_it_may_have_turned(
     with django_capture_on_commit_callbacks(execute=True):
         cycle(cluster, T0 + timedelta(seconds=5))  # judged: Progressing, turns at 60 s
     cluster.refresh_from_db()
-    with django_assert_num_queries(2):  # its facts, the occurrences due: no judging
+    with django_assert_num_queries(1):  # the watches and occurrences due: none
         after_cycle(cluster, set(), {}, T0 + timedelta(seconds=30))
     assert Outbox.objects.count() == 0
     with django_capture_on_commit_callbacks(execute=True):
