@@ -299,20 +299,27 @@ def _job_subscribers(job_ids: set[int]) -> dict[int, list[Subscription]]:
     members = set(
         Membership.objects.filter(project_id__in=projects).values_list("project_id", "user_id")
     )
+    by_scope: dict[tuple[str, int | None], list[Subscription]] = defaultdict(list)
+    for sub in subscriptions:  # each Job meets only the subscriptions that name it
+        by_scope[(sub.scope, _scope_key(sub))].append(sub)
     found: dict[int, list[Subscription]] = defaultdict(list)
     for pk, project, owner in jobs:
-        for sub in subscriptions:
-            if (project, sub.user_id) in members and _covers(sub, pk, project, owner):
-                found[pk].append(sub)
+        covering_it = [
+            *by_scope.get((ScopeKind.JOB, pk), []),
+            *by_scope.get((ScopeKind.PROJECT, project), []),
+            *by_scope.get((ScopeKind.MINE, owner), []),
+        ]
+        found[pk] = [sub for sub in covering_it if (project, sub.user_id) in members]
     return found
 
 
-def _covers(sub: Subscription, job: int, project: int, owner: int | None) -> bool:
+def _scope_key(sub: Subscription) -> int | None:
+    """What a subscription names: its Job, its project, or its user (whose Jobs it follows)."""
     if sub.scope == ScopeKind.JOB:
-        return sub.job_id == job
+        return sub.job_id
     if sub.scope == ScopeKind.PROJECT:
-        return sub.project_id == project
-    return sub.user_id == owner
+        return sub.project_id
+    return sub.user_id
 
 
 def _cluster_subscribers(cluster_id: int) -> list[Subscription]:
