@@ -252,8 +252,8 @@ def report(f: Figures) -> str:
             f"followed: 990 follow one Job each, 10 their owner's Jobs). Each measured cycle: "
             f"{CHANGED} pods of {CHANGED} Jobs restarted and {TRANSITIONS} other followed Jobs' "
             f"workloads Stalled ({TRANSITIONS} transitions). Best of {REPEATS} by CPU time of this "
-            "process; the notification step measured with what it keeps from the cycle before "
-            "(a worker that ran it), as in a steady state.",
+            "process; the notification step measured with the watches the cycles before left "
+            "(notify.models.Watch), as in a steady state.",
             "",
             "| cycle | CPU | wall |",
             "|---|---:|---:|",

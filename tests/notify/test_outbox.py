@@ -19,8 +19,9 @@ from jobs.models import Job
 from jobs.workload.intake import BATCH
 from jobs.workload.report import record
 from notify.choices import Event, ScopeKind
-from notify.models import Condition, Outbox
-from notify.watch import after_cycle
+from notify.models import Condition, Outbox, Watch
+from notify.record import AT_ONCE
+from notify.watch import after_cycle, remember
 from tests.notify.conftest import channel, job_of, subscribe
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -252,3 +253,33 @@ def test_two_workers_judging_at_once_write_one_message(alice: User, cluster: Clu
     assert errors == []
     assert Condition.objects.count() == 1
     assert sent("event") == [("job.failed",)]
+
+
+def test_it_tells_a_new_subscriber_of_a_job_already_stalled(alice: User, cluster: Cluster) -> None:
+    """Nobody followed it when it stalled (its watch dropped); a subscription covering it has
+    it judged in the next cycle, not at its next turn (notify.watch.follow)."""
+    spec = {"tasks": [], "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 3600}}
+    job = job_of(alice, cluster, spec=spec)
+    say(job, T0, 1, kind="progress", step=7)
+    cycle(cluster, T0 + timedelta(seconds=5))
+    assert not Watch.objects.exists()  # due, but followed by nobody
+    cycle(cluster, T0 + timedelta(minutes=5))
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    cycle(cluster, T0 + timedelta(minutes=6))
+    assert sent("event", "part") == [("workload.stalled", "opened")]
+
+
+def test_a_message_folded_while_a_cycle_judged_keeps_its_watch_due(
+    alice: User, cluster: Cluster
+) -> None:
+    """A cycle read the watch (marked once), a message that may turn the state was folded
+    meanwhile (marked again): the moment the cycle remembers does not hide that mark."""
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    job = job_of(alice, cluster)
+    say(job, T0, 1, kind="progress", step=7)
+    assert Watch.objects.get().marks == 1
+    say(job, T0 + timedelta(seconds=1), 2, kind="phase", phase="checkpointing")
+    remember(cluster.pk, [(job.pk, T0 + timedelta(minutes=5), 1)])
+    assert Watch.objects.get().due_at == AT_ONCE
+    remember(cluster.pk, [(job.pk, T0 + timedelta(minutes=5), 2)])
+    assert Watch.objects.get().due_at == T0 + timedelta(minutes=5)
