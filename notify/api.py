@@ -24,6 +24,7 @@ from notify.inputs import (
     subscription_input,
 )
 from notify.models import Channel, Delivery, Subscription
+from notify.watch import follow
 
 DELIVERIES_SHOWN = 100
 
@@ -154,12 +155,15 @@ def create_channel(user: AbstractBaseUser, data: dict[str, Any]) -> Channel:
 
 
 def create_subscription(user: AbstractBaseUser, data: dict[str, Any]) -> Subscription:
+    """Also what the Notifications page and the Job page's "Notify me" call."""
     given = subscription_input(data, user)
-    return Subscription.objects.create(
+    subscription = Subscription.objects.create(
         user_id=user.pk, channel=given.channel, scope=given.scope, project=given.project,
         job=given.job, events=given.events, pending_minutes=given.pending_minutes,
         repeat_hours=given.repeat_hours,
     )  # fmt: skip
+    follow(subscription)  # what it covers is judged in the next sync cycle
+    return subscription
 
 
 # --- endpoints -----------------------------------------------------------------------------------

@@ -123,6 +123,26 @@ class Condition(models.Model):
         return f"{self.event} {self.subject} run {self.run} #{self.occurrence}"
 
 
+class Watch(models.Model):
+    """When a followed Job's workload state must be judged again (notify.watch): the moment
+    time alone may turn it (jobs.status.workload.next_turn_at), or at once when a message or a
+    new subscription may have turned it. A sync cycle reads only the rows due (one indexed
+    query), so its notification step costs what changed, not what is followed."""
+
+    job = models.OneToOneField(Job, models.CASCADE, primary_key=True, related_name="notify_watch")
+    cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="+")
+    due_at = models.DateTimeField(null=True, blank=True)  # None: no clock runs
+    # Raised by whoever marks the row due: a cycle that judged from an older reading leaves
+    # a newer mark as it is (notify.watch.remember).
+    marks = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "due_at"], name="watch_due")]
+
+    def __str__(self) -> str:
+        return f"watch of job {self.job_id} due {self.due_at}"
+
+
 class Outbox(models.Model):
     """One message due to one channel. Unique per (subscription, subject, run, event,
     occurrence, part, repeat): never twice, whatever re-runs (issue 32 §Build 1)."""

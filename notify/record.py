@@ -11,13 +11,13 @@ conflict, so a re-run, two workers or a restarted sync insert nothing more.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
 
 from console.models import Cluster, Membership
 from jobs.choices import JobPhase
@@ -35,7 +35,7 @@ from notify.events import (
     wanted,
 )
 from notify.facts import facts_of, report_of
-from notify.models import Condition, Outbox, Subscription
+from notify.models import Condition, Outbox, Subscription, Watch
 
 LIVE = (JobPhase.PENDING, JobPhase.RUNNING)
 
@@ -141,6 +141,32 @@ def process_due(cluster_id: int, now: datetime) -> int:
     threshold reached, a repeat): one query, which finds nothing in most cycles."""
     due_rows = list(Condition.objects.filter(cluster_id=cluster_id, next_check_at__lte=now))
     return emit(due_rows, now) if due_rows else 0
+
+
+def conditions_due(cluster_id: int, now: datetime) -> QuerySet[Condition]:
+    return Condition.objects.filter(cluster_id=cluster_id, next_check_at__lte=now)
+
+
+# The moment of a watch marked due at once: before any cycle's, whatever the clocks say.
+AT_ONCE = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def mark_due(job_ids: Collection[int]) -> None:
+    """These Jobs' workload states may have turned otherwise than by time (a message that ends
+    a spell or says something new, a new run, a new subscription): the next sync cycle judges
+    them (notify.watch). One statement; a Job not yet watched gets its row."""
+    if not job_ids:
+        return
+    watch, job = Watch._meta.db_table, Job._meta.db_table
+    marks = ", ".join(["%s"] * len(job_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {watch} (job_id, cluster_id, due_at, marks) "
+            f"SELECT id, cluster_id, %s, 1 FROM {job} WHERE id IN ({marks}) "
+            f"ON CONFLICT (job_id) DO UPDATE SET due_at = excluded.due_at, "
+            f"marks = {watch}.marks + 1",
+            [connection.ops.adapt_datetimefield_value(AT_ONCE), *job_ids],
+        )
 
 
 # --- the messages of occurrences ---------------------------------------------------------------
@@ -273,20 +299,27 @@ def _job_subscribers(job_ids: set[int]) -> dict[int, list[Subscription]]:
     members = set(
         Membership.objects.filter(project_id__in=projects).values_list("project_id", "user_id")
     )
+    by_scope: dict[tuple[str, int | None], list[Subscription]] = defaultdict(list)
+    for sub in subscriptions:  # each Job meets only the subscriptions that name it
+        by_scope[(sub.scope, _scope_key(sub))].append(sub)
     found: dict[int, list[Subscription]] = defaultdict(list)
     for pk, project, owner in jobs:
-        for sub in subscriptions:
-            if (project, sub.user_id) in members and _covers(sub, pk, project, owner):
-                found[pk].append(sub)
+        covering_it = [
+            *by_scope.get((ScopeKind.JOB, pk), []),
+            *by_scope.get((ScopeKind.PROJECT, project), []),
+            *by_scope.get((ScopeKind.MINE, owner), []),
+        ]
+        found[pk] = [sub for sub in covering_it if (project, sub.user_id) in members]
     return found
 
 
-def _covers(sub: Subscription, job: int, project: int, owner: int | None) -> bool:
+def _scope_key(sub: Subscription) -> int | None:
+    """What a subscription names: its Job, its project, or its user (whose Jobs it follows)."""
     if sub.scope == ScopeKind.JOB:
-        return sub.job_id == job
+        return sub.job_id
     if sub.scope == ScopeKind.PROJECT:
-        return sub.project_id == project
-    return sub.user_id == owner
+        return sub.project_id
+    return sub.user_id
 
 
 def _cluster_subscribers(cluster_id: int) -> list[Subscription]:

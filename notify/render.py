@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 
 from jobs.choices import SignalSource
 from jobs.messages import render_text
-from notify.choices import Event
+from notify.choices import Event, Language
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,27 @@ def _subject(facts: Mapping[str, Any]) -> str:
     return _("Cluster %(name)s") % {"name": facts.get("cluster", "")}
 
 
+def failure_words(facts: Mapping[str, Any], language: str) -> dict[str, str] | None:
+    """The failure of the Job's run (notify.facts.failure_facts) as the channel's language says
+    it: {label, class (the API's value), class_label, advice}; None when none was named."""
+    failure = facts.get("failure") or {}
+    said = failure.get(language) or failure.get(Language.EN)
+    if not said:
+        return None
+    return {"class": str(failure.get("class", "")), **said}
+
+
+def _failure_lines(facts: Mapping[str, Any]) -> list[str]:
+    said = failure_words(facts, translation.get_language() or Language.EN)
+    if said is None:
+        return []
+    named = _("Failure: %(label)s (%(class)s)") % {
+        "label": said["label"], "class": said["class_label"],
+    }  # fmt: skip
+    advice = _("Advice: %(advice)s") % {"advice": said["advice"]} if said["advice"] else ""
+    return [named, advice] if advice else [named]
+
+
 def _lines(facts: Mapping[str, Any], now: datetime) -> list[str]:
     lines = [_subject(facts)]
     job, workload = facts.get("job") or {}, facts.get("workload") or {}
@@ -100,6 +121,7 @@ def _lines(facts: Mapping[str, Any], now: datetime) -> list[str]:
             lines.append(words % numbers)
         if workload.get("reason"):
             lines.append(_("Why: %(reason)s") % {"reason": render_text(workload["reason"])})
+    lines += _failure_lines(facts)
     if facts.get("repeat"):
         lines.append(_("Still so, %(age)s after it began.") % {
             "age": _ago(facts.get("opened_at"), now),

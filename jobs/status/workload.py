@@ -24,7 +24,7 @@ The order of the rules, strongest first:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -241,6 +241,18 @@ def next_turn_at(
         return None
     coming = [point for point in turning_points(report, run, policies) if point >= now]
     return min(coming) if coming else None
+
+
+# Messages that only keep the state as it is, unless they end a spell (jobs.status.spells): a
+# heartbeat, a step (a step advance ending a stall ends a spell). Any other kind (a phase, a
+# checkpoint, a Ray report, a completion) may turn it by itself.
+STEADY_KINDS = frozenset({"heartbeat", "progress"})
+
+
+def may_turn(kinds: Iterable[str], ended_spell: bool, new_run: bool) -> bool:
+    """Whether messages just folded may have turned what `judge` says, otherwise than by time
+    (which next_turn_at foresees): a new run, a spell they ended, or a kind that is not steady."""
+    return new_run or ended_spell or any(kind not in STEADY_KINDS for kind in kinds)
 
 
 def degraded(ray: Mapping[str, Any] | None) -> bool:

@@ -36,6 +36,7 @@ from jobs.status.workload import (
     degraded,
     derive,
     judge,
+    may_turn,
 )
 from jobs.workload import intake
 from jobs.workload.intake import COMMON, SignalBase
@@ -127,11 +128,15 @@ def fold(
         quiet = None if new_run else ended_quiet(report.last_received_at, now, policies)
         spells = [quiet] if quiet else []
         outcome = ""
+        kinds: list[str] = []
         for item in sorted(items, key=lambda item: item.at or now):
             entry = _entry(item, source, now)
+            kinds.append(entry["kind"])
             spells += _ended_by(report, entry, policies, now, quiet)
             outcome = _fold_one(report, entry, item.at or now) or outcome
         _record_spells(job_id, run, spells)
+        if may_turn(kinds, bool(spells), new_run or previous is None):  # judged next cycle
+            notify_record.mark_due([job_id])
         report.last_received_at = max(report.last_received_at, now)
         compact = report.compacted_at is None or now - report.compacted_at >= intake.COMPACT_EVERY
         if compact:

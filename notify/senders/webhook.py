@@ -12,14 +12,17 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
+from notify.choices import Language
 from notify.outbound import Answer
+from notify.render import failure_words
 from notify.senders import Outcome, Request, Target, Verdict, by_http_status, json_body
 
 ROTATION = timedelta(hours=24)
 
 
-def payload(facts: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """The documented payload (docs/notifications.md), the same in every language."""
+def payload(facts: Mapping[str, Any], now: datetime, language: str = Language.EN) -> dict[str, Any]:
+    """The documented payload (docs/notifications.md): the same in every language but the
+    failure's words (`failure`: label, class and advice in the channel's language)."""
     job = facts.get("job") or {}
     workload = facts.get("workload") or {}
     data = {
@@ -33,9 +36,10 @@ def payload(facts: Mapping[str, Any], now: datetime) -> dict[str, Any]:
         "gpus": facts.get("gpus"),
         "cluster": facts.get("cluster"),
         "detail": facts.get("detail") or None,
+        "failure": failure_words(facts, language),
     }  # fmt: skip
     if facts.get("digest"):
-        data["merged"] = [payload(item, now)["data"] for item in facts["digest"]]
+        data["merged"] = [payload(item, now, language)["data"] for item in facts["digest"]]
     return {"type": data["event"], "timestamp": now.astimezone(UTC).isoformat(), "data": data}
 
 
@@ -46,7 +50,7 @@ def signature(secrets: list[str], message_id: str, now: datetime, body: str) -> 
 def request(
     target: Target, facts: Mapping[str, Any], now: datetime, rotated_at: datetime | None = None
 ) -> Request:
-    body = json_body(payload(facts, now))
+    body = json_body(payload(facts, now, target.language))
     headers = {
         "Content-Type": "application/json",
         "webhook-id": target.message_id,

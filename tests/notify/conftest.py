@@ -15,7 +15,7 @@ from jobs.models import Job
 from notify.choices import Event, Kind, ScopeKind
 from notify.models import Channel, Subscription
 from notify.outbound import forget_pools
-from notify.watch import forget
+from notify.watch import follow
 from tests.engine.conftest import sim  # noqa: F401 (a simulated cluster, for the end-to-end test)
 
 
@@ -27,10 +27,13 @@ def channel(user: User, url: str = "https://hooks.example.com/x", **fields: Any)
 def subscribe(
     user: User, target: Channel, *events: Event, scope: str = ScopeKind.MINE, **fields: Any
 ) -> Subscription:
+    """As the API and the pages subscribe: what it covers is judged in the next cycle."""
     chosen = [str(event) for event in events] or [str(event) for event in Event]
-    return Subscription.objects.create(
+    subscription = Subscription.objects.create(
         user=user, channel=target, scope=scope, events=chosen, **fields
     )
+    follow(subscription)
+    return subscription
 
 
 def job_of(user: User, cluster: Cluster, name: str = "ppo", **fields: Any) -> Job:
@@ -43,12 +46,8 @@ def job_of(user: User, cluster: Cluster, name: str = "ppo", **fields: Any) -> Jo
 
 @pytest.fixture(autouse=True)
 def _judged_afresh() -> Iterator[None]:
-    """notify.watch keeps, per process, what it judged (set when a cycle commits): each test
-    starts without it (the database's ids are reused from test to test); notify.outbound
-    keeps connections alive, to receivers that end with the test."""
-    forget()
+    """notify.outbound keeps connections alive, to receivers that end with the test."""
     forget_pools()
     yield
-    forget()
     forget_pools()  # kept-alive connections to this test's receivers
     translation.deactivate()  # a request in 简体中文 leaves it active in this thread

@@ -19,8 +19,9 @@ from jobs.models import Job
 from jobs.workload.intake import BATCH
 from jobs.workload.report import record
 from notify.choices import Event, ScopeKind
-from notify.models import Condition, Outbox
-from notify.watch import after_cycle
+from notify.models import Condition, Outbox, Watch
+from notify.record import AT_ONCE
+from notify.watch import after_cycle, remember
 from tests.notify.conftest import channel, job_of, subscribe
 
 T0 = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -169,13 +170,15 @@ def test_it_says_an_addon_failed_and_back(alice: User, cluster: Cluster) -> None
     assert Outbox.objects.first().facts["detail"] == "gpu-operator"  # type: ignore[union-attr]
 
 
-def test_a_quiet_cycle_nobody_follows_reads_twice_and_writes_nothing(
+def test_a_quiet_cycle_reads_once_and_writes_nothing(
     alice: User, cluster: Cluster, django_assert_num_queries: Any
 ) -> None:
+    """Whoever follows what: the watches and the occurrences due, in one query."""
+    subscribe(alice, channel(alice))
     job_of(alice, cluster)
     Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
     cluster.refresh_from_db()
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(1):
         assert after_cycle(cluster, set(), {}, T0) == 0
 
 
@@ -215,7 +218,7 @@ def test_it_judges_a_workload_again_only_once_it_may_have_turned(
     with django_capture_on_commit_callbacks(execute=True):
         cycle(cluster, T0 + timedelta(seconds=5))  # judged: Progressing, turns at 60 s
     cluster.refresh_from_db()
-    with django_assert_num_queries(2):  # its facts, the occurrences due: no judging
+    with django_assert_num_queries(1):  # the watches and occurrences due: none
         after_cycle(cluster, set(), {}, T0 + timedelta(seconds=30))
     assert Outbox.objects.count() == 0
     with django_capture_on_commit_callbacks(execute=True):
@@ -250,3 +253,33 @@ def test_two_workers_judging_at_once_write_one_message(alice: User, cluster: Clu
     assert errors == []
     assert Condition.objects.count() == 1
     assert sent("event") == [("job.failed",)]
+
+
+def test_it_tells_a_new_subscriber_of_a_job_already_stalled(alice: User, cluster: Cluster) -> None:
+    """Nobody followed it when it stalled (its watch dropped); a subscription covering it has
+    it judged in the next cycle, not at its next turn (notify.watch.follow)."""
+    spec = {"tasks": [], "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 3600}}
+    job = job_of(alice, cluster, spec=spec)
+    say(job, T0, 1, kind="progress", step=7)
+    cycle(cluster, T0 + timedelta(seconds=5))
+    assert not Watch.objects.exists()  # due, but followed by nobody
+    cycle(cluster, T0 + timedelta(minutes=5))
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    cycle(cluster, T0 + timedelta(minutes=6))
+    assert sent("event", "part") == [("workload.stalled", "opened")]
+
+
+def test_a_message_folded_while_a_cycle_judged_keeps_its_watch_due(
+    alice: User, cluster: Cluster
+) -> None:
+    """A cycle read the watch (marked once), a message that may turn the state was folded
+    meanwhile (marked again): the moment the cycle remembers does not hide that mark."""
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    job = job_of(alice, cluster)
+    say(job, T0, 1, kind="progress", step=7)
+    assert Watch.objects.get().marks == 1
+    say(job, T0 + timedelta(seconds=1), 2, kind="phase", phase="checkpointing")
+    remember(cluster.pk, [(job.pk, T0 + timedelta(minutes=5), 1)])
+    assert Watch.objects.get().due_at == AT_ONCE
+    remember(cluster.pk, [(job.pk, T0 + timedelta(minutes=5), 2)])
+    assert Watch.objects.get().due_at == T0 + timedelta(minutes=5)
