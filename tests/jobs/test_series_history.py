@@ -99,7 +99,9 @@ def test_it_answers_the_whole_run_from_its_overview_with_the_global_min_and_max(
     assert (min(by_name["step"]), max(by_name["step"])) == (0, 3099)
     assert by_name["step_rate"] and set(by_name["step_rate"]) == {1.0}
     hour = (T0 + timedelta(minutes=2200)).timestamp()
-    zoomed = client.get(f"/api/v1/jobs/{job.pk}/series", {"from": str(hour), "to": str(hour + 3600)})
+    zoomed = client.get(
+        f"/api/v1/jobs/{job.pk}/series", {"from": str(hour), "to": str(hour + 3600)}
+    )
     reward = next(s for s in zoomed.json()["series"] if s["name"] == "rollout/reward")
     assert len(reward["points"]) == 61 and max(p[2] for p in reward["points"]) == 50.0
 
