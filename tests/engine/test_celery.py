@@ -39,6 +39,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "TRAINYARD_VAR_DIR": str(tmp_path),  # a fresh broker file: no stale messages
         "TRAINYARD_FIELD_KEYS": ",".join(settings.TRAINYARD_FIELD_KEYS),  # this run's rows' key
         "PYTHONPATH": str(settings.BASE_DIR),
+        "TRAINYARD_LOG_DETAIL": "true",  # the worker's per-task lines, which this test reads
     }
 
 
