@@ -144,5 +144,26 @@ def _fill(now: datetime) -> None:
             GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
             """
         )
-        cursor.execute("ANALYZE usage_gpuinterval")
-        cursor.execute("ANALYZE usage_usagehour")
+        day = "date_trunc('day', hour AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
+        cursor.execute(
+            f"""
+            INSERT INTO usage_usageday (day, job_id, run, usage_class, job_name, project_name,
+                username, cluster_name, gpu_seconds, wasted_gpu_seconds)
+            SELECT {day}, job_id, run, usage_class, job_name, project_name, username,
+                cluster_name, SUM(gpu_seconds), SUM(wasted_gpu_seconds)
+            FROM usage_usagehour GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+            """
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO usage_usagegroupday (day, project_name, username, cluster_name,
+                usage_class, gpu_seconds, wasted_gpu_seconds)
+            SELECT {day}, project_name, username, cluster_name, usage_class, SUM(gpu_seconds),
+                SUM(wasted_gpu_seconds)
+            FROM usage_usagehour GROUP BY 1, 2, 3, 4, 5
+            """
+        )
+    # As autovacuum leaves them: planner statistics and the visibility map (index-only scans).
+    with connection.cursor() as cursor:
+        for table in ("gpuinterval", "usagehour", "usageday", "usagegroupday"):
+            cursor.execute(f"VACUUM ANALYZE usage_{table}")

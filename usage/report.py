@@ -1,9 +1,11 @@
 """GPU-hours reports: what each project, person, cluster or Job held and wasted over a period.
 
-Read from the hourly roll-ups for the whole hours of the period; the part-hours at its edges
-from the closed intervals that cross them, and the open intervals up to now (they are not in
-the roll-ups until they close). So a report reads a bounded number of rows whatever the length
-of the history (issue 33: pre-aggregated per hour, never scanned per request).
+Read from the daily roll-ups for the whole days of the period (per project, person and cluster
+when grouped so, per Job else), the hourly ones for the whole hours before and after them, the
+closed intervals that cross the part-hours at its edges, and the open intervals up to now (they
+are not in the roll-ups until they close). So a report reads rows as many as its days, its
+edge hours and its groups, whatever the length of the history (issue 33: pre-aggregated,
+never scanned per request).
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import models
+from django.contrib.postgres.fields import DateTimeRangeField
+from django.db import connection, models
 from django.db.models import Prefetch, Q, Sum
 from django.utils.translation import gettext_lazy as _
 
 from jobs.choices import UsageClass
 from jobs.models import Job
-from jobs.status.usage import share, whole_hours
-from usage.models import GpuInterval, UsageHour
+from jobs.status.usage import share, whole_days, whole_hours
+from usage.models import GpuInterval, UsageDay, UsageGroupDay, UsageHour
 
 HOUR_SECONDS = 3600.0
 DECIMALS = 6  # hours: a one-second run on one GPU is 0.000278, never 0
@@ -129,7 +132,15 @@ def report(
         return []
     first, last = whole_hours(start, end)
     if first < last:
-        _add_hours(rows, first, last, group_by, scope)
+        days = whole_days(first, last)
+        if days[0] < days[1]:
+            _add_days(rows, days, group_by, scope)
+            hours = [(first, days[0]), (days[1], last)]
+        else:
+            hours = [(first, last)]
+        for window in hours:
+            if window[0] < window[1]:
+                _add_hours(rows, UsageHour, "hour", window, group_by, scope)
         edges = [(start, first), (last, end)]
     else:
         edges = [(start, end)]
@@ -140,11 +151,25 @@ def report(
     return rows.sorted()
 
 
-def _add_hours(rows: Rows, first: datetime, last: datetime, group_by: GroupBy, scope: Scope
-               ) -> None:  # fmt: skip
+def _add_days(rows: Rows, days: tuple[datetime, datetime], group_by: GroupBy, scope: Scope
+              ) -> None:  # fmt: skip
+    """The whole days: a report by project, person or cluster reads its groups' days, one of
+    Jobs (or of one Job) the Jobs' days."""
+    by_group = group_by != GroupBy.JOB and scope.job_id is None
+    _add_hours(rows, UsageGroupDay if by_group else UsageDay, "day", days, group_by, scope)
+
+
+def _add_hours(
+    rows: Rows, model: type[UsageHour | UsageDay | UsageGroupDay], period: str,
+    window: tuple[datetime, datetime], group_by: GroupBy, scope: Scope,
+) -> None:  # fmt: skip
+    """The roll-ups of `model` whose `period` (hour or day) lies in the window, summed by group
+    and class."""
     key, label = _HOUR_KEYS[group_by]
     found = (
-        UsageHour.objects.filter(scope.hours(), hour__gte=first, hour__lt=last)
+        model.objects.filter(  # type: ignore[attr-defined]
+            scope.hours(), **{f"{period}__gte": window[0], f"{period}__lt": window[1]}
+        )
         .values_list(key, label, "usage_class")
         .annotate(Sum("gpu_seconds"), Sum("wasted_gpu_seconds"))
         .order_by()
@@ -158,9 +183,21 @@ _INTERVAL_FIELDS = ("usage_class", "gpus", "started_at", "ended_at")
 
 def _closed(window: tuple[datetime, datetime], scope: Scope) -> models.QuerySet[GpuInterval]:
     """The closed intervals crossing a part-hour at an edge of the period."""
-    return GpuInterval.objects.filter(
+    crossing = GpuInterval.objects.filter(
         scope.intervals(), started_at__lt=window[1], ended_at__gt=window[0]
-    ).order_by()
+    )
+    if connection.vendor == "postgresql":  # the GiST index on the range (migration 0003)
+        crossing = crossing.alias(span=TsTzRange("started_at", "ended_at")).filter(
+            ended_at__isnull=False, span__overlap=window
+        )
+    return crossing.order_by()
+
+
+class TsTzRange(models.Func):
+    """PostgreSQL's `tstzrange(started_at, ended_at)`, as the range index is built on it."""
+
+    function = "TSTZRANGE"
+    output_field = DateTimeRangeField()
 
 
 def _open(start: datetime, end: datetime, scope: Scope) -> models.QuerySet[GpuInterval]:
