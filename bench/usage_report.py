@@ -167,3 +167,5 @@ def _fill(now: datetime) -> None:
     with connection.cursor() as cursor:
         for table in ("gpuinterval", "usagehour", "usageday", "usagegroupday"):
             cursor.execute(f"VACUUM ANALYZE usage_{table}")
+        for table in ("jobs_job", "jobs_task", "console_project", "auth_user"):
+            cursor.execute(f"ANALYZE {table}")

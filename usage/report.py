@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.contrib.postgres.fields import DateTimeRangeField
+from django.core.exceptions import EmptyResultSet
 from django.db import connection, models
-from django.db.models import Prefetch, Q, Sum
+from django.db.models import F, Prefetch, Q
 from django.utils.translation import gettext_lazy as _
 
 from jobs.choices import UsageClass
@@ -68,13 +70,20 @@ class Scope:
     def intervals(self) -> Q:
         return self._q("job__project__name", "cluster__name", "job_id")
 
+    def jobs(self) -> Q:
+        """The Jobs of the projects and the Job asked for (Job rows; the cluster aside)."""
+        return Q(self._q("project__name", "", "pk"))
+
+    def narrows_jobs(self) -> bool:
+        return self.projects is not None or bool(self.project) or self.job_id is not None
+
     def _q(self, project: str, cluster: str, job: str) -> Q:
         q = Q()
         if self.projects is not None:
             q &= Q(**{f"{project}__in": list(self.projects)})
         if self.project:
             q &= Q(**{project: self.project})
-        if self.cluster:
+        if self.cluster and cluster:
             q &= Q(**{cluster: self.cluster})
         if self.job_id is not None:
             q &= Q(**{job: self.job_id})
@@ -133,14 +142,18 @@ def report(
     first, last = whole_hours(start, end)
     if first < last:
         days = whole_days(first, last)
+        parts = []
         if days[0] < days[1]:
-            _add_days(rows, days, group_by, scope)
+            parts.append(_days(days, group_by, scope))
             hours = [(first, days[0]), (days[1], last)]
         else:
             hours = [(first, last)]
-        for window in hours:
-            if window[0] < window[1]:
-                _add_hours(rows, UsageHour, "hour", window, group_by, scope)
+        parts += [
+            _rolled(UsageHour, "hour", window, group_by, scope)
+            for window in hours
+            if window[0] < window[1]
+        ]
+        _add_rolled(rows, parts)
         edges = [(start, first), (last, end)]
     else:
         edges = [(start, end)]
@@ -151,45 +164,73 @@ def report(
     return rows.sorted()
 
 
-def _add_days(rows: Rows, days: tuple[datetime, datetime], group_by: GroupBy, scope: Scope
-              ) -> None:  # fmt: skip
+def _days(days: tuple[datetime, datetime], group_by: GroupBy, scope: Scope
+          ) -> models.QuerySet[Any]:  # fmt: skip
     """The whole days: a report by project, person or cluster reads its groups' days, one of
     Jobs (or of one Job) the Jobs' days."""
     by_group = group_by != GroupBy.JOB and scope.job_id is None
-    _add_hours(rows, UsageGroupDay if by_group else UsageDay, "day", days, group_by, scope)
+    return _rolled(UsageGroupDay if by_group else UsageDay, "day", days, group_by, scope)
 
 
-def _add_hours(
-    rows: Rows, model: type[UsageHour | UsageDay | UsageGroupDay], period: str,
-    window: tuple[datetime, datetime], group_by: GroupBy, scope: Scope,
-) -> None:  # fmt: skip
-    """The roll-ups of `model` whose `period` (hour or day) lies in the window, summed by group
-    and class."""
+def _rolled(
+    model: type[UsageHour | UsageDay | UsageGroupDay],
+    period: str,
+    window: tuple[datetime, datetime],
+    group_by: GroupBy,
+    scope: Scope,
+) -> models.QuerySet[Any]:
+    """The roll-ups of `model` whose `period` (hour or day) lies in the window: group, label,
+    class and seconds, as `_add_rolled` sums them."""
     key, label = _HOUR_KEYS[group_by]
-    found = (
-        model.objects.filter(  # type: ignore[attr-defined]
-            scope.hours(), **{f"{period}__gte": window[0], f"{period}__lt": window[1]}
-        )
-        .values_list(key, label, "usage_class")
-        .annotate(Sum("gpu_seconds"), Sum("wasted_gpu_seconds"))
+    within = {f"{period}__gte": window[0], f"{period}__lt": window[1]}
+    return (
+        model.objects.filter(scope.hours(), **within)  # type: ignore[attr-defined]
+        .values(row_key=F(key), row_label=F(label), klass=F("usage_class"),
+                seconds=F("gpu_seconds"), wasted=F("wasted_gpu_seconds"))
         .order_by()
+    )  # fmt: skip
+
+
+def _add_rolled(rows: Rows, parts: Sequence[models.QuerySet[Any]]) -> None:
+    """The roll-up rows of every part summed by group and class in one statement, so that a
+    group's days and hours come back as one row."""
+    compiled = []
+    for part in parts:
+        with suppress(EmptyResultSet):  # a filter no row can match (no project to see)
+            compiled.append(part.query.sql_with_params())
+    if not compiled:
+        return
+    union = " UNION ALL ".join(sql for sql, _params in compiled)
+    params = [param for _sql, part_params in compiled for param in part_params]
+    summed = (
+        f"SELECT rolled.row_key, rolled.row_label, rolled.klass, SUM(rolled.seconds), "
+        f"SUM(rolled.wasted) FROM ({union}) rolled GROUP BY rolled.row_key, rolled.row_label, "
+        "rolled.klass"
     )
-    for value, name, klass, seconds, wasted in found:
-        rows.add(value, name, klass, seconds or 0.0, wasted or 0.0)
+    with connection.cursor() as cursor:
+        cursor.execute(summed, params)
+        for value, name, klass, seconds, wasted in cursor.fetchall():
+            rows.add(value, name, klass, seconds or 0.0, wasted or 0.0)
 
 
 _INTERVAL_FIELDS = ("usage_class", "gpus", "started_at", "ended_at")
 
 
 def _closed(window: tuple[datetime, datetime], scope: Scope) -> models.QuerySet[GpuInterval]:
-    """The closed intervals crossing a part-hour at an edge of the period."""
-    crossing = GpuInterval.objects.filter(
-        scope.intervals(), started_at__lt=window[1], ended_at__gt=window[0]
+    """The closed intervals crossing a part-hour at an edge of the period. On PostgreSQL the
+    range index finds them (migration 0003), the scope's Jobs looked up first: joined, the
+    planner may walk each Job's whole history instead."""
+    crossing = GpuInterval.objects.filter(started_at__lt=window[1], ended_at__gt=window[0])
+    if connection.vendor != "postgresql":
+        return crossing.filter(scope.intervals()).order_by()
+    crossing = crossing.alias(span=TsTzRange("started_at", "ended_at")).filter(
+        ended_at__isnull=False, span__overlap=window
     )
-    if connection.vendor == "postgresql":  # the GiST index on the range (migration 0003)
-        crossing = crossing.alias(span=TsTzRange("started_at", "ended_at")).filter(
-            ended_at__isnull=False, span__overlap=window
-        )
+    if scope.narrows_jobs():
+        jobs = Job.objects.filter(scope.jobs()).values_list("pk", flat=True)
+        crossing = crossing.filter(job_id__in=list(jobs))
+    if scope.cluster:
+        crossing = crossing.filter(cluster__name=scope.cluster)
     return crossing.order_by()
 
 
