@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, models, transaction
-from django.db.models import Q
+from django.db.models import Case, DateTimeField, Q, Value, When
 
 from jobs.choices import JobPhase, UsageClass
 from jobs.models import Job
@@ -251,14 +251,12 @@ def write(ledger: Ledger) -> int:
     whose interval another writer closed first is left out whole."""
     written = 0
     fresh: list[GpuInterval] = []
-    closed: list[GpuInterval] = []
+    closed: list[Closed | GpuInterval] = []
     with transaction.atomic(savepoint=False):
+        closing = _close(ledger.steps)
         for step in ledger.steps:
             if step.stored is not None and step.closes_at is not None:
-                still_open = GpuInterval.objects.filter(
-                    pk=step.stored.pk, ended_at__isnull=True, usage_class=step.stored.usage_class
-                )
-                if not still_open.update(ended_at=step.closes_at, due_at=None):
+                if step.stored.pk not in closing:
                     continue
                 written += 1
                 closed.append(_closed(step.stored, step.closes_at))
@@ -271,11 +269,54 @@ def write(ledger: Ledger) -> int:
     return written
 
 
-def _closed(stored: Open, ended_at: datetime) -> GpuInterval:
-    return GpuInterval(
-        job_id=stored.job_id, run=stored.run, gpus=stored.gpus, usage_class=stored.usage_class,
-        started_at=stored.started_at, ended_at=ended_at,
-    )  # fmt: skip
+def _close(steps: Sequence[Step]) -> set[int]:
+    """Closes the steps' intervals that are still open and of the class they were judged from,
+    in one UPDATE; returns their pks. The rows are locked first, in pk order, so that a sync and
+    a signal closing the same intervals at once wait for each other (never a deadlock) and the
+    second finds them closed."""
+    wanted = {
+        step.stored.pk: step
+        for step in steps
+        if step.stored is not None and step.closes_at is not None
+    }  # fmt: skip
+    if not wanted:
+        return set()
+    still_open = (
+        GpuInterval.objects.select_for_update()
+        .filter(pk__in=wanted, ended_at__isnull=True)
+        .order_by("pk")
+        .values_list("pk", "usage_class")
+    )
+    closing = {pk for pk, klass in still_open if klass == _stored(wanted[pk]).usage_class}
+    if closing:
+        moments = [When(pk=pk, then=Value(wanted[pk].closes_at)) for pk in sorted(closing)]
+        GpuInterval.objects.filter(pk__in=closing).update(
+            ended_at=Case(*moments, output_field=DateTimeField()), due_at=None
+        )
+    return closing
+
+
+def _stored(step: Step) -> Open:
+    assert step.stored is not None
+    return step.stored
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What the roll-ups read of a closed interval (a GpuInterval has the same attributes)."""
+
+    job_id: int
+    run: int
+    gpus: int
+    usage_class: str
+    started_at: datetime
+    ended_at: datetime | None
+
+
+def _closed(stored: Open, ended_at: datetime) -> Closed:
+    return Closed(
+        stored.job_id, stored.run, stored.gpus, stored.usage_class, stored.started_at, ended_at
+    )
 
 
 def _write_facts(ledger: Ledger) -> int:
@@ -311,7 +352,7 @@ def set_due(due: dict[int, datetime | None], stored: Sequence[Open], now: dateti
 # --- the roll-ups ----------------------------------------------------------------------------
 
 
-def roll_up(closed: Sequence[GpuInterval]) -> int:
+def roll_up(closed: Sequence[Closed | GpuInterval]) -> int:
     """Adds the closed intervals' GPU-seconds to their hours and days (one row per hour or day,
     run and class), to their groups' days (project, person, cluster and class) and to their runs'
     totals: each row inserted or increased in one statement per table (concurrent writers add,
