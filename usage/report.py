@@ -72,9 +72,10 @@ class Scope:
 
     def jobs(self) -> Q:
         """The Jobs of the projects and the Job asked for (Job rows; the cluster aside)."""
-        return Q(self._q("project__name", "", "pk"))
+        return self._q("project__name", "", "pk")
 
     def narrows_jobs(self) -> bool:
+        """Whether `jobs()` leaves some Jobs out."""
         return self.projects is not None or bool(self.project) or self.job_id is not None
 
     def _q(self, project: str, cluster: str, job: str) -> Q:
