@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = [
     "simcluster_list", "sync_cycle", "pages", "signal_intake", "scale_out", "faults", "races",
     "database_restart", "load", "ray_cluster", "notify", "series", "kept_logs",
-    "usage_report",
+    "usage_report", "usage_ledger",
 ]  # fmt: skip
 
 

@@ -21,14 +21,22 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, models, transaction
+from django.db.models import Case, DateTimeField, Q, Value, When
 
 from jobs.choices import JobPhase, UsageClass
 from jobs.models import Job
-from jobs.status.usage import PodSpan, Timeline, by_hour, pod_state_at, timeline, usage_class
+from jobs.status.usage import (
+    PodSpan,
+    Timeline,
+    by_hour,
+    day_of,
+    pod_state_at,
+    timeline,
+    usage_class,
+)  # fmt: skip
 from jobs.status.workload import Report, judge, turning_points
-from usage.models import GpuInterval, UsageHour, UsageTotal
+from usage.models import GpuInterval, UsageDay, UsageGroupDay, UsageHour, UsageTotal
 from usage.policy import due_stop, stop_if_idle
 from usage.runs import Run, runs
 
@@ -243,14 +251,12 @@ def write(ledger: Ledger) -> int:
     whose interval another writer closed first is left out whole."""
     written = 0
     fresh: list[GpuInterval] = []
-    closed: list[GpuInterval] = []
+    closed: list[Closed | GpuInterval] = []
     with transaction.atomic(savepoint=False):
+        closing = _close(ledger.steps)
         for step in ledger.steps:
             if step.stored is not None and step.closes_at is not None:
-                still_open = GpuInterval.objects.filter(
-                    pk=step.stored.pk, ended_at__isnull=True, usage_class=step.stored.usage_class
-                )
-                if not still_open.update(ended_at=step.closes_at, due_at=None):
+                if step.stored.pk not in closing:
                     continue
                 written += 1
                 closed.append(_closed(step.stored, step.closes_at))
@@ -263,11 +269,54 @@ def write(ledger: Ledger) -> int:
     return written
 
 
-def _closed(stored: Open, ended_at: datetime) -> GpuInterval:
-    return GpuInterval(
-        job_id=stored.job_id, run=stored.run, gpus=stored.gpus, usage_class=stored.usage_class,
-        started_at=stored.started_at, ended_at=ended_at,
-    )  # fmt: skip
+def _close(steps: Sequence[Step]) -> set[int]:
+    """Closes the steps' intervals that are still open and of the class they were judged from,
+    in one UPDATE; returns their pks. The rows are locked first, in pk order, so that a sync and
+    a signal closing the same intervals at once wait for each other (never a deadlock) and the
+    second finds them closed."""
+    wanted = {
+        step.stored.pk: step
+        for step in steps
+        if step.stored is not None and step.closes_at is not None
+    }  # fmt: skip
+    if not wanted:
+        return set()
+    still_open = (
+        GpuInterval.objects.select_for_update()
+        .filter(pk__in=wanted, ended_at__isnull=True)
+        .order_by("pk")
+        .values_list("pk", "usage_class")
+    )
+    closing = {pk for pk, klass in still_open if klass == _stored(wanted[pk]).usage_class}
+    if closing:
+        moments = [When(pk=pk, then=Value(wanted[pk].closes_at)) for pk in sorted(closing)]
+        GpuInterval.objects.filter(pk__in=closing).update(
+            ended_at=Case(*moments, output_field=DateTimeField()), due_at=None
+        )
+    return closing
+
+
+def _stored(step: Step) -> Open:
+    assert step.stored is not None
+    return step.stored
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What the roll-ups read of a closed interval (a GpuInterval has the same attributes)."""
+
+    job_id: int
+    run: int
+    gpus: int
+    usage_class: str
+    started_at: datetime
+    ended_at: datetime | None
+
+
+def _closed(stored: Open, ended_at: datetime) -> Closed:
+    return Closed(
+        stored.job_id, stored.run, stored.gpus, stored.usage_class, stored.started_at, ended_at
+    )
 
 
 def _write_facts(ledger: Ledger) -> int:
@@ -303,49 +352,93 @@ def set_due(due: dict[int, datetime | None], stored: Sequence[Open], now: dateti
 # --- the roll-ups ----------------------------------------------------------------------------
 
 
-def roll_up(closed: Sequence[GpuInterval]) -> int:
-    """Adds the closed intervals' GPU-seconds to their hours (one row per hour, run and class,
-    created when missing, then increased: concurrent writers add, never overwrite)."""
+def roll_up(closed: Sequence[Closed | GpuInterval]) -> int:
+    """Adds the closed intervals' GPU-seconds to their hours and days (one row per hour or day,
+    run and class), to their groups' days (project, person, cluster and class) and to their runs'
+    totals: each row inserted or increased in one statement per table (concurrent writers add,
+    never overwrite)."""
     if not closed:
         return 0
     names = _names({row.job_id for row in closed})
-    sums: dict[tuple[datetime, int, int, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    hours: Sums = defaultdict(lambda: [0.0, 0.0])
     for row in closed:
         assert row.ended_at is not None
         for hour, part in by_hour(row.usage_class, row.gpus, row.started_at, row.ended_at):
-            total = sums[(hour, row.job_id, row.run, row.usage_class)]
+            total = hours[(hour, row.job_id, row.run, row.usage_class)]
             total[0] += part.gpu_seconds
             total[1] += part.wasted_gpu_seconds
-    blanks = [
-        UsageHour(hour=hour, job_id=job_id, run=run, usage_class=klass, **names[job_id])
-        for hour, job_id, run, klass in sums
-    ]
-    UsageHour.objects.bulk_create(blanks, ignore_conflicts=True)
-    totals: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for (hour, job_id, run, klass), (seconds, wasted) in sums.items():
-        UsageHour.objects.filter(hour=hour, job_id=job_id, run=run, usage_class=klass).update(
-            gpu_seconds=F("gpu_seconds") + seconds,
-            wasted_gpu_seconds=F("wasted_gpu_seconds") + wasted,
-        )
-        totals[(job_id, run, klass)][0] += seconds
-        totals[(job_id, run, klass)][1] += wasted
-    return len(sums) + _add_totals(totals, set(names))
+    days: Sums = defaultdict(lambda: [0.0, 0.0])
+    groups: Sums = defaultdict(lambda: [0.0, 0.0])
+    totals: Sums = defaultdict(lambda: [0.0, 0.0])
+    for (hour, job_id, run, klass), sums in hours.items():
+        named = names.get(job_id, _GONE)
+        group = (named["project_name"], named["username"], named["cluster_name"])
+        for key in ((day_of(hour), job_id, run, klass), (day_of(hour), *group, klass)):
+            into = days if len(key) == 4 else groups
+            into[key][0] += sums[0]
+            into[key][1] += sums[1]
+        if job_id in names:
+            totals[(job_id, run, klass)][0] += sums[0]
+            totals[(job_id, run, klass)][1] += sums[1]
+    by_job = ("job_id", "run", "usage_class")
+    return (
+        _add(UsageHour, ("hour", *by_job), hours, names)
+        + _add(UsageDay, ("day", *by_job), days, names)
+        + _add(UsageGroupDay, ("day", *_GROUP, "usage_class"), groups)
+        + _add(UsageTotal, by_job, totals)
+    )
 
 
-def _add_totals(totals: dict[tuple[int, int, str], list[float]], live: set[int]) -> int:
-    """The same seconds added to each run's totals (UsageTotal), of the Jobs still there."""
-    blanks = [
-        UsageTotal(job_id=job_id, run=run, usage_class=klass)
-        for job_id, run, klass in totals
-        if job_id in live
-    ]
-    UsageTotal.objects.bulk_create(blanks, ignore_conflicts=True)
-    for (job_id, run, klass), (seconds, wasted) in totals.items():
-        UsageTotal.objects.filter(job_id=job_id, run=run, usage_class=klass).update(
-            gpu_seconds=F("gpu_seconds") + seconds,
-            wasted_gpu_seconds=F("wasted_gpu_seconds") + wasted,
-        )
-    return len(blanks)
+Sums = dict[tuple[Any, ...], list[float]]
+_GROUP = ("project_name", "username", "cluster_name")
+_NAMES = ("job_name", *_GROUP)
+_GONE = {"job_name": "", "project_name": "", "username": "", "cluster_name": ""}
+_BATCH = 500
+
+
+def _add(model: type[models.Model], keys: tuple[str, ...], sums: Sums,
+         names: dict[int, dict[str, Any]] | None = None) -> int:  # fmt: skip
+    """INSERT ... ON CONFLICT (keys) DO UPDATE adding the seconds (PostgreSQL and SQLite): the
+    rows created with the Job's names when `names` is given."""
+    if not sums:
+        return 0
+    meta = model._meta
+    columns = [*keys, *(_NAMES if names is not None else ()), "gpu_seconds", "wasted_gpu_seconds"]
+    fields = [_field(model, column) for column in columns]
+    table = connection.ops.quote_name(meta.db_table)
+    quoted = [connection.ops.quote_name(field.column or field.name) for field in fields]
+    conflict = ", ".join(quoted[: len(keys)])
+    added = ", ".join(f"{column} = {table}.{column} + EXCLUDED.{column}" for column in quoted[-2:])
+    items = list(sums.items())
+    for offset in range(0, len(items), _BATCH):
+        batch = items[offset : offset + _BATCH]
+        values, params = [], []
+        for key, (seconds, wasted) in batch:
+            named = [] if names is None else _named(names, key[keys.index("job_id")])
+            row = [*key, *named, seconds, wasted]
+            params += [
+                field.get_db_prep_save(value, connection)
+                for field, value in zip(fields, row, strict=True)
+            ]
+            values.append("(" + ", ".join(["%s"] * len(columns)) + ")")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(quoted)}) VALUES {', '.join(values)} "
+                f"ON CONFLICT ({conflict}) DO UPDATE SET {added}",
+                params,
+            )
+    return len(items)
+
+
+def _named(names: dict[int, dict[str, Any]], job_id: int) -> list[str]:
+    found = names.get(job_id, _GONE)
+    return [found[name] for name in _NAMES]
+
+
+def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    return field
 
 
 def _names(job_ids: set[int]) -> dict[int, dict[str, Any]]:

@@ -60,7 +60,9 @@ class GpuInterval(models.Model):
 
 class UsageHour(models.Model):
     """The GPU-seconds of the closed intervals of one run and class within one hour. Names are
-    copied so that a report reads no other table and outlives a deleted Job."""
+    copied so that a report reads no other table and outlives a deleted Job. On PostgreSQL the
+    roll-ups have covering indexes on their hour or day (migration 0003): a report over a
+    range is an index-only aggregate."""
 
     hour = models.DateTimeField(_("hour"))
     job_id = models.PositiveIntegerField(_("Job"))
@@ -84,6 +86,59 @@ class UsageHour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hour:%Y-%m-%d %H:00} {self.job_name} {self.usage_class}"
+
+
+class UsageDay(models.Model):
+    """The same sums as `UsageHour` for a whole day (UTC): a report reads its whole days here,
+    so a month is some 30 rows per run and class, not 720."""
+
+    day = models.DateTimeField(_("day"))
+    job_id = models.PositiveIntegerField(_("Job"))
+    run = models.PositiveIntegerField(_("run"))
+    usage_class = models.CharField(_("class"), max_length=16, choices=UsageClass.choices)
+    job_name = models.CharField(_("Job name"), max_length=40)
+    project_name = models.CharField(_("project"), max_length=100)
+    username = models.CharField(_("owner"), max_length=150, blank=True)
+    cluster_name = models.CharField(_("cluster"), max_length=100)
+    gpu_seconds = models.FloatField(_("GPU-seconds"), default=0.0)
+    wasted_gpu_seconds = models.FloatField(_("wasted GPU-seconds"), default=0.0)
+
+    class Meta:
+        ordering = ["day", "job_id", "run", "usage_class"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "job_id", "run", "usage_class"], name="usage_one_row_per_day"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day:%Y-%m-%d} {self.job_name} {self.usage_class}"
+
+
+class UsageGroupDay(models.Model):
+    """A day's sums per project, person, cluster and class, every Job together: what a report
+    grouped by project, person or cluster reads for its whole days (rows as many as the groups,
+    not the Jobs)."""
+
+    day = models.DateTimeField(_("day"))
+    project_name = models.CharField(_("project"), max_length=100)
+    username = models.CharField(_("owner"), max_length=150, blank=True)
+    cluster_name = models.CharField(_("cluster"), max_length=100)
+    usage_class = models.CharField(_("class"), max_length=16, choices=UsageClass.choices)
+    gpu_seconds = models.FloatField(_("GPU-seconds"), default=0.0)
+    wasted_gpu_seconds = models.FloatField(_("wasted GPU-seconds"), default=0.0)
+
+    class Meta:
+        ordering = ["day", "project_name", "username", "cluster_name", "usage_class"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "project_name", "username", "cluster_name", "usage_class"],
+                name="usage_one_row_per_group_day",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day:%Y-%m-%d} {self.project_name} {self.username} {self.usage_class}"
 
 
 class UsageTotal(models.Model):

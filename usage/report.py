@@ -1,27 +1,32 @@
 """GPU-hours reports: what each project, person, cluster or Job held and wasted over a period.
 
-Read from the hourly roll-ups for the whole hours of the period; the part-hours at its edges
-from the closed intervals that cross them, and the open intervals up to now (they are not in
-the roll-ups until they close). So a report reads a bounded number of rows whatever the length
-of the history (issue 33: pre-aggregated per hour, never scanned per request).
+Read from the daily roll-ups for the whole days of the period (per project, person and cluster
+when grouped so, per Job else), the hourly ones for the whole hours before and after them, the
+closed intervals that cross the part-hours at its edges, and the open intervals up to now (they
+are not in the roll-ups until they close). So a report reads rows as many as its days, its
+edge hours and its groups, whatever the length of the history (issue 33: pre-aggregated,
+never scanned per request).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import models
-from django.db.models import Prefetch, Q, Sum
+from django.contrib.postgres.fields import DateTimeRangeField
+from django.core.exceptions import EmptyResultSet
+from django.db import connection, models
+from django.db.models import F, Prefetch, Q
 from django.utils.translation import gettext_lazy as _
 
 from jobs.choices import UsageClass
 from jobs.models import Job
-from jobs.status.usage import share, whole_hours
-from usage.models import GpuInterval, UsageHour
+from jobs.status.usage import share, whole_days, whole_hours
+from usage.models import GpuInterval, UsageDay, UsageGroupDay, UsageHour
 
 HOUR_SECONDS = 3600.0
 DECIMALS = 6  # hours: a one-second run on one GPU is 0.000278, never 0
@@ -65,13 +70,21 @@ class Scope:
     def intervals(self) -> Q:
         return self._q("job__project__name", "cluster__name", "job_id")
 
+    def jobs(self) -> Q:
+        """The Jobs of the projects and the Job asked for (Job rows; the cluster aside)."""
+        return self._q("project__name", "", "pk")
+
+    def narrows_jobs(self) -> bool:
+        """Whether `jobs()` leaves some Jobs out."""
+        return self.projects is not None or bool(self.project) or self.job_id is not None
+
     def _q(self, project: str, cluster: str, job: str) -> Q:
         q = Q()
         if self.projects is not None:
             q &= Q(**{f"{project}__in": list(self.projects)})
         if self.project:
             q &= Q(**{project: self.project})
-        if self.cluster:
+        if self.cluster and cluster:
             q &= Q(**{cluster: self.cluster})
         if self.job_id is not None:
             q &= Q(**{job: self.job_id})
@@ -129,7 +142,19 @@ def report(
         return []
     first, last = whole_hours(start, end)
     if first < last:
-        _add_hours(rows, first, last, group_by, scope)
+        days = whole_days(first, last)
+        parts = []
+        if days[0] < days[1]:
+            parts.append(_days(days, group_by, scope))
+            hours = [(first, days[0]), (days[1], last)]
+        else:
+            hours = [(first, last)]
+        parts += [
+            _rolled(UsageHour, "hour", window, group_by, scope)
+            for window in hours
+            if window[0] < window[1]
+        ]
+        _add_rolled(rows, parts)
         edges = [(start, first), (last, end)]
     else:
         edges = [(start, end)]
@@ -140,27 +165,81 @@ def report(
     return rows.sorted()
 
 
-def _add_hours(rows: Rows, first: datetime, last: datetime, group_by: GroupBy, scope: Scope
-               ) -> None:  # fmt: skip
+def _days(days: tuple[datetime, datetime], group_by: GroupBy, scope: Scope
+          ) -> models.QuerySet[Any]:  # fmt: skip
+    """The whole days: a report by project, person or cluster reads its groups' days, one of
+    Jobs (or of one Job) the Jobs' days."""
+    by_group = group_by != GroupBy.JOB and scope.job_id is None
+    return _rolled(UsageGroupDay if by_group else UsageDay, "day", days, group_by, scope)
+
+
+def _rolled(
+    model: type[UsageHour | UsageDay | UsageGroupDay],
+    period: str,
+    window: tuple[datetime, datetime],
+    group_by: GroupBy,
+    scope: Scope,
+) -> models.QuerySet[Any]:
+    """The roll-ups of `model` whose `period` (hour or day) lies in the window: group, label,
+    class and seconds, as `_add_rolled` sums them."""
     key, label = _HOUR_KEYS[group_by]
-    found = (
-        UsageHour.objects.filter(scope.hours(), hour__gte=first, hour__lt=last)
-        .values_list(key, label, "usage_class")
-        .annotate(Sum("gpu_seconds"), Sum("wasted_gpu_seconds"))
+    within = {f"{period}__gte": window[0], f"{period}__lt": window[1]}
+    return (
+        model.objects.filter(scope.hours(), **within)  # type: ignore[attr-defined]
+        .values(row_key=F(key), row_label=F(label), klass=F("usage_class"),
+                seconds=F("gpu_seconds"), wasted=F("wasted_gpu_seconds"))
         .order_by()
+    )  # fmt: skip
+
+
+def _add_rolled(rows: Rows, parts: Sequence[models.QuerySet[Any]]) -> None:
+    """The roll-up rows of every part summed by group and class in one statement, so that a
+    group's days and hours come back as one row."""
+    compiled = []
+    for part in parts:
+        with suppress(EmptyResultSet):  # a filter no row can match (no project to see)
+            compiled.append(part.query.sql_with_params())
+    if not compiled:
+        return
+    union = " UNION ALL ".join(sql for sql, _params in compiled)
+    params = [param for _sql, part_params in compiled for param in part_params]
+    summed = (
+        f"SELECT rolled.row_key, rolled.row_label, rolled.klass, SUM(rolled.seconds), "
+        f"SUM(rolled.wasted) FROM ({union}) rolled GROUP BY rolled.row_key, rolled.row_label, "
+        "rolled.klass"
     )
-    for value, name, klass, seconds, wasted in found:
-        rows.add(value, name, klass, seconds or 0.0, wasted or 0.0)
+    with connection.cursor() as cursor:
+        cursor.execute(summed, params)
+        for value, name, klass, seconds, wasted in cursor.fetchall():
+            rows.add(value, name, klass, seconds or 0.0, wasted or 0.0)
 
 
 _INTERVAL_FIELDS = ("usage_class", "gpus", "started_at", "ended_at")
 
 
 def _closed(window: tuple[datetime, datetime], scope: Scope) -> models.QuerySet[GpuInterval]:
-    """The closed intervals crossing a part-hour at an edge of the period."""
-    return GpuInterval.objects.filter(
-        scope.intervals(), started_at__lt=window[1], ended_at__gt=window[0]
-    ).order_by()
+    """The closed intervals crossing a part-hour at an edge of the period. On PostgreSQL the
+    range index finds them (migration 0003), the scope's Jobs looked up first: joined, the
+    planner may walk each Job's whole history instead."""
+    crossing = GpuInterval.objects.filter(started_at__lt=window[1], ended_at__gt=window[0])
+    if connection.vendor != "postgresql":
+        return crossing.filter(scope.intervals()).order_by()
+    crossing = crossing.alias(span=TsTzRange("started_at", "ended_at")).filter(
+        ended_at__isnull=False, span__overlap=window
+    )
+    if scope.narrows_jobs():
+        jobs = Job.objects.filter(scope.jobs()).values_list("pk", flat=True)
+        crossing = crossing.filter(job_id__in=list(jobs))
+    if scope.cluster:
+        crossing = crossing.filter(cluster__name=scope.cluster)
+    return crossing.order_by()
+
+
+class TsTzRange(models.Func):
+    """PostgreSQL's `tstzrange(started_at, ended_at)`, as the range index is built on it."""
+
+    function = "TSTZRANGE"
+    output_field = DateTimeRangeField()
 
 
 def _open(start: datetime, end: datetime, scope: Scope) -> models.QuerySet[GpuInterval]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from jobs.choices import WASTED_CLASSES, JobPhase, UsageClass, WorkloadState
@@ -28,6 +28,7 @@ from jobs.status.workload import JUST_AFTER
 
 STARTING_GRACE = timedelta(minutes=15)
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 _BY_WORKLOAD = {
     WorkloadState.SILENT: UsageClass.SILENT,
@@ -172,6 +173,18 @@ def whole_hours(start: datetime, end: datetime) -> tuple[datetime, datetime]:
     An empty range (first >= last) when the window lies inside one hour."""
     first = hour_of(start) if start == hour_of(start) else hour_of(start) + HOUR
     return first, max(first, hour_of(end))
+
+
+def day_of(moment: datetime) -> datetime:
+    """The UTC day of a moment, by its first moment (the daily roll-ups)."""
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def whole_days(first: datetime, last: datetime) -> tuple[datetime, datetime]:
+    """The whole days inside the whole hours [first, last): read from the daily roll-ups; the
+    hours before and after them from the hourly ones. An empty range when there is none."""
+    start = day_of(first) if first == day_of(first) else day_of(first) + DAY
+    return start, max(start, day_of(last))
 
 
 def stop_at(idle_since: datetime | None, minutes: int | None) -> datetime | None:
