@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -106,6 +106,16 @@ class Cluster(models.Model):
     )
     context = models.CharField(_("context"), max_length=253, blank=True)
     namespace = models.CharField(_("default namespace"), max_length=63, default="default")
+    prometheus_url = models.URLField(
+        _("Prometheus URL"),
+        max_length=500,
+        blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text=_(
+            "The Prometheus that scrapes this cluster's DCGM exporter, for GPU utilisation. "
+            "Empty: TRAINYARD_PROMETHEUS_URL, when set."
+        ),
+    )
     reachable = models.BooleanField(_("reachable"), default=False)
     message = models.TextField(_("message"), blank=True)
     last_synced_at = models.DateTimeField(_("last successful sync at"), null=True, blank=True)
