@@ -10,7 +10,7 @@ import json
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,16 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 
-from console.models import ApiToken, Cluster
+from console.models import ApiToken, Cluster, Project
+from jobs.choices import UsageClass
 from jobs.models import Job
 from simcluster.server import SimCluster
 from tests.conftest import register_sim
 from tests.engine.conftest import submit, task
-from tests.processes import prometheus_server, wait_for
+from tests.processes import free_port, prometheus_server, wait_for
 from tests.usage.conftest import say, sync
+from tests.usage.test_api import held, job_of
+from usage import utilisation
 from usage.models import GpuInterval, PodUtilisation
 
 GPUS = {"cpu": "1", "memory": "1Gi", "gpu": 2}
@@ -118,3 +121,23 @@ def test_it_splits_progressing_by_the_utilisation_prometheus_scraped(
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     section = html[html.index('id="usage"') :]
     assert "GPU utilisation by Worker" in section and "5 %" in section
+
+
+@pytest.mark.parametrize(
+    ("prometheus_url", "logged"),
+    [
+        ("http://169.254.169.254", "cloud metadata"),  # refused before any connection
+        ("http://127.0.0.1:{port}", "No answer"),  # nothing listens there
+    ],
+)
+def test_it_counts_nothing_and_says_why_when_prometheus_cannot_be_read(
+    alice: User, project: Project, cluster: Cluster, prometheus_url: str, logged: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    Cluster.objects.filter(pk=cluster.pk).update(
+        prometheus_url=prometheus_url.format(port=free_port())
+    )
+    job = job_of(alice, project, cluster, "ppo")
+    held(job, UsageClass.PROGRESSING, 2, datetime.now(UTC) - timedelta(minutes=5), None)
+    assert utilisation.measure(Cluster.objects.get(pk=cluster.pk), datetime.now(UTC)) == 0
+    assert logged in caplog.text and not PodUtilisation.objects.exists()
