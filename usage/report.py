@@ -257,7 +257,7 @@ def prefetch() -> tuple[str, Prefetch[Any], str]:
 
 def job_usage(job: Job, now: datetime) -> JobUsage:
     """The run totals rolled up for the Job plus its open intervals up to now (prefetched with
-    `prefetch()`, else two queries)."""
+    `prefetch()`, else three queries)."""
     every, current = Rows(), Rows()
     for kept in job.usage_totals.all():
         for rows in (every, current) if kept.run == job.run else (every,):
