@@ -43,3 +43,22 @@ def test_it_labels_the_gpus_a_running_pod_holds_with_the_pod(
     assert free and all(line.endswith(" 0") for line in free)  # a free GPU: no pod, idle
     hosts = {host for line in held for host in re.findall(r'Hostname="([^"]+)"', line)}
     assert len(hosts) == 1  # a pod's GPUs are on its node
+
+
+def test_it_sets_a_pods_utilisation_through_the_control_surface(
+    own_kube: Kube, own_sim: SimCluster
+) -> None:
+    own_kube.core.create_namespaced_pod(own_kube.namespace, gpu_pod("rollout", 1))
+    wait_for(lambda: 'pod="rollout"' in scrape(own_sim) or None)
+    request = urllib.request.Request(
+        f"{own_sim.url}/_sim/namespaces/{own_kube.namespace}/pods/rollout/gpu-utilisation",
+        data=b'{"percent": 7}', method="PUT",
+        headers={"Authorization": f"Bearer {own_sim.token}"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        assert answer.status == 200
+    line = next(
+        line for line in scrape(own_sim).splitlines()
+        if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'pod="rollout"' in line
+    )  # fmt: skip
+    assert line.endswith(" 7")
