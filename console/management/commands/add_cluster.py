@@ -21,13 +21,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from django.core.validators import URLValidator, validate_slug
+from django.core.validators import validate_slug
 
 from console import audit
 from console.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
 from console.management.commands.allow_cluster import allow
 from console.management.names import project_named
-from console.models import Cluster
+from console.models import Cluster, validate_http_url
 
 VIA = "manage.py add_cluster"
 
@@ -127,7 +127,7 @@ def _prometheus_url(value: str) -> str:
     if not value:
         return ""
     try:
-        URLValidator(schemes=["http", "https"])(value)
+        validate_http_url(value)
     except ValidationError:
         raise CommandError(f"--prometheus-url {value!r} is not an http(s) URL.") from None
     return value.rstrip("/")
