@@ -111,7 +111,7 @@ class ClusterForm(forms.ModelForm):
 
     class Meta:
         model = Cluster
-        fields = ("name", "kubeconfig_path", "insecure", "context", "namespace")
+        fields = ("name", "kubeconfig_path", "insecure", "context", "namespace", "prometheus_url")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -180,7 +180,7 @@ class ClusterAdmin(WordedMessage, AuditedAdmin):
     def get_fields(self, request: HttpRequest, obj: Cluster | None = None) -> tuple[str, ...]:
         return (
             "name", "kubeconfig", "kubeconfig_path", "insecure", "context", "namespace",
-            *self.readonly_fields,
+            "prometheus_url", *self.readonly_fields,
         )  # fmt: skip
 
 

@@ -120,8 +120,9 @@ def _cluster(request: HttpRequest, name: str) -> Cluster:
 
 @api.post("/clusters", response={201: RegisteredOut, **ACTION}, tags=["clusters"])
 def register_cluster(request: HttpRequest) -> Status[dict[str, Any]]:
-    """`{name, server, ca, token}` or `{name, kubeconfig}` (+ `namespace`, `insecure`): tested
-    before it is stored; 201 with the checklist, or 4xx naming what failed."""
+    """`{name, server, ca, token}` or `{name, kubeconfig}` (+ `namespace`, `insecure`,
+    `prometheus_url`): tested before it is stored; 201 with the checklist, or 4xx naming what
+    failed."""
     node_actions.check_operator(user_of(request))
     body = json_body(request)
     name = body.get("name")

@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 from console import audit
 from console.engine.connection import ConnectionReport, probe_connection
 from console.kubeconfig import KubeconfigRejected, server_of, validate_kubeconfig
-from console.models import AuditEvent, Cluster
+from console.models import AuditEvent, Cluster, validate_http_url
 from console.node_actions import ActionRefused, check_operator
 from console.outbound import AddressRefused, check_server
 from jobs.access import User
@@ -72,6 +72,19 @@ def _text(body: Mapping[str, Any], name: str) -> str:
 
 def _refused(field: str, message: str) -> ActionRefused:
     return ActionRefused(422, message, errors={field: message})
+
+
+def prometheus_url_from(body: Mapping[str, Any]) -> str:
+    """The optional Prometheus that scrapes the cluster's DCGM exporter (docs/usage.md)."""
+    value = _text(body, "prometheus_url")
+    if not value:
+        return ""
+    try:
+        validate_http_url(value)
+    except ValidationError:
+        message = _("The Prometheus URL must be an http:// or https:// URL.")
+        raise _refused("prometheus_url", message) from None
+    return value.rstrip("/")
 
 
 def credentials_from(body: Mapping[str, Any]) -> Credentials:
@@ -129,6 +142,7 @@ def register(
     if Cluster.objects.filter(name=name).exists():
         raise ActionRefused(409, _("A cluster named %(name)s exists already.") % {"name": name})
     try:
+        prometheus_url = prometheus_url_from(body)
         credentials = credentials_from(body)
         report = _probe(credentials)
         if not report.reached:
@@ -139,7 +153,8 @@ def register(
         raise
     cluster = Cluster.objects.create(
         name=name, kubeconfig=credentials.kubeconfig, context=credentials.context,
-        namespace=credentials.namespace, insecure=credentials.insecure, **_tested_fields(report),
+        namespace=credentials.namespace, insecure=credentials.insecure,
+        prometheus_url=prometheus_url, **_tested_fields(report),
     )  # fmt: skip
     _audit(request, user, Action.CLUSTER_CREATE, target,
            detail=f"from the console{', insecure' if credentials.insecure else ''}")  # fmt: skip

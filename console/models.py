@@ -8,8 +8,10 @@ import secrets
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -76,6 +78,14 @@ class Membership(models.Model):
         return f"{self.user} in {self.project} ({self.role})"
 
 
+def validate_http_url(value: str) -> None:
+    """An http:// or https:// URL with a host (a cluster-local name without a dot, such as
+    `http://prometheus:9090`, is one; Django's URLValidator would refuse it)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(_("Enter an http:// or https:// URL with a host."))
+
+
 class Cluster(models.Model):
     """A data-plane Kubernetes cluster. Reachability is what the last sync attempt found.
 
@@ -106,6 +116,16 @@ class Cluster(models.Model):
     )
     context = models.CharField(_("context"), max_length=253, blank=True)
     namespace = models.CharField(_("default namespace"), max_length=63, default="default")
+    prometheus_url = models.CharField(
+        _("Prometheus URL"),
+        max_length=500,
+        blank=True,
+        validators=[validate_http_url],
+        help_text=_(
+            "The Prometheus that scrapes this cluster's DCGM exporter, for GPU utilisation. "
+            "Empty: TRAINYARD_PROMETHEUS_URL, when set."
+        ),
+    )
     reachable = models.BooleanField(_("reachable"), default=False)
     message = models.TextField(_("message"), blank=True)
     last_synced_at = models.DateTimeField(_("last successful sync at"), null=True, blank=True)

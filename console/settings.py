@@ -57,6 +57,13 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def prometheus_url(value: str) -> str:
+    """TRAINYARD_PROMETHEUS_URL: empty (no utilisation), or an http(s) URL of a Prometheus."""
+    if value and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc):
+        raise ConfigError(f"TRAINYARD_PROMETHEUS_URL must be an http:// or https:// URL: {value!r}")
+    return value.rstrip("/")
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # The loggers that write a line for every Celery task received and done, every beat tick, every
 # reconcile and every request to the development server (runserver): per-task and per-request
@@ -435,6 +442,14 @@ TRAINYARD_GPU_RESOURCES = tuple(
     ).split(",")
     if name.strip()
 )
+# GPU utilisation from NVIDIA's DCGM exporter through Prometheus (docs/usage.md "Prometheus"):
+# the server for every cluster that names none of its own (Cluster.prometheus_url), the range
+# query's step and timeout in seconds, and the utilisation (percent) from which a progressing
+# second counts as busy rather than low-utilisation.
+TRAINYARD_PROMETHEUS_URL = prometheus_url(env("TRAINYARD_PROMETHEUS_URL"))
+TRAINYARD_PROMETHEUS_STEP = env_int("TRAINYARD_PROMETHEUS_STEP", 15, minimum=1)
+TRAINYARD_PROMETHEUS_TIMEOUT = env_int("TRAINYARD_PROMETHEUS_TIMEOUT", 5, minimum=1)
+TRAINYARD_GPU_BUSY_PERCENT = env_int("TRAINYARD_GPU_BUSY_PERCENT", 30, minimum=1)
 # How often the head pod's log of a Job with `progress_from_logs` is read for RLinf's progress.
 TRAINYARD_LOG_PROGRESS_SECONDS = env_int("TRAINYARD_LOG_PROGRESS_SECONDS", 60, minimum=5)
 # The pods' security context: the Pod Security "restricted" level unless `any` (docs/operations.md

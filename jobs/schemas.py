@@ -161,6 +161,22 @@ class PoliciesOut(Schema):
     )
 
 
+class WorkerUtilisationOut(Schema):
+    pod: str
+    percent: float
+    measured_at: datetime
+
+
+class JobUtilisationOut(Schema):
+    """The current run's GPU utilisation from the cluster's DCGM exporter (docs/usage.md
+    "Prometheus"): informs only, it never changes a class."""
+
+    percent: float | None = Field(description="The GPU-weighted mean of its Workers' latest.")
+    busy_gpu_hours: float = Field(description="Progressing GPU-hours at or above the threshold.")
+    low_utilisation_gpu_hours: float = Field(description="Progressing GPU-hours below it.")
+    workers: list[WorkerUtilisationOut]
+
+
 class JobUsageOut(Schema):
     """The Job's GPU-hours so far (docs/usage.md): all its runs and its current run."""
 
@@ -168,6 +184,9 @@ class JobUsageOut(Schema):
     wasted_gpu_hours: float
     by_class: dict[str, float]
     run_gpu_hours: float
+    utilisation: JobUtilisationOut | None = Field(
+        default=None, description="Null when the Job's cluster has no Prometheus."
+    )
 
 
 class CheckpointOut(Schema):

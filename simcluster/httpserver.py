@@ -1,5 +1,6 @@
-"""HTTP/1.1 plumbing: bearer-token auth, the /_sim/ control surface, and fault injection on the
-Kubernetes paths."""
+"""HTTP/1.1 plumbing: bearer-token auth, the /_sim/ control surface, fault injection on the
+Kubernetes paths, and the DCGM-shaped exporter's `/dcgm/metrics` (no token, as dcgm-exporter's
+own endpoint; simcluster/dcgm.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from simcluster.faults import Faults
 
 # What answers a request once it is authorized: the Kubernetes API or the /_sim/ control surface.
 Answer = Callable[[Request], Response]
+EXPORTER_PATH = "/dcgm/metrics"
 
 
 GARBAGE = b"<html><body>502 Bad Gateway</body></html>"  # what a broken proxy answers
@@ -32,9 +34,11 @@ class SimHTTPServer(ThreadingHTTPServer):
 
     def __init__(
         self, address: tuple[str, int], *, token: str, faults: Faults, api: Answer, control: Answer,
+        exporter: Callable[[], bytes],
         tls: ssl.SSLContext | None = None,
     ) -> None:  # fmt: skip
         self.token, self.faults, self.api, self.control = token, faults, api, control
+        self.exporter = exporter
         self.tls = tls
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
@@ -120,7 +124,10 @@ class Handler(BaseHTTPRequestHandler):
             {k.lower(): v for k, v in self.headers.items()},
             body,
         )
-        if not self._authorized():
+        if parts.path == EXPORTER_PATH and method in ("GET", "HEAD"):
+            text = self.server.exporter()
+            self._send(Response(200, text, "text/plain; version=0.0.4; charset=utf-8"), method)
+        elif not self._authorized():
             self._send(_error(errors.unauthorized()), method)
         elif parts.path == "/_sim" or parts.path.startswith("/_sim/"):
             self._send(self.server.control(request), method)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from simcluster import addons as addon_manifests
-from simcluster import errors
+from simcluster import dcgm, errors
 from simcluster.api import Api, Request, Response
 from simcluster.bulk import bulk_load
 from simcluster.cluster import Cluster
@@ -85,6 +85,9 @@ class SimCluster:
         self.access_rules: list[Obj] | None = None
         self.authority = CertificateAuthority(f"simcluster-ca {host}") if tls else None
         self._tls = self.authority.server_context(host) if self.authority else None
+        # The DCGM-shaped exporter (simcluster/dcgm.py): each pod's GPU utilisation in percent.
+        self.gpu_utilisation: dict[tuple[str, str], float] = {}
+        self.gpu_profiling = True
         if addons:
             self.seed_addons()
 
@@ -99,6 +102,7 @@ class SimCluster:
         httpd = SimHTTPServer(
             (self.host, self._requested_port),
             token=self.token, faults=self.faults, control=self.control.handle,
+            exporter=self.dcgm_metrics,
             # Looked up per request: a test may wrap `handle` of a running cluster.
             api=lambda request: self.handle(request), tls=self._tls,
         )  # fmt: skip
@@ -346,6 +350,18 @@ class SimCluster:
 
     def tick(self) -> None:
         self.cluster.tick()
+
+    def set_gpu_utilisation(self, namespace: str, name: str, percent: float) -> None:
+        """What the pod's GPUs report on `/dcgm/metrics` from now on (0 to 100)."""
+        self.gpu_utilisation[(namespace, name)] = max(0.0, min(100.0, percent))
+
+    def dcgm_metrics(self) -> bytes:
+        """The DCGM exporter's exposition for the GPUs of every node now (simcluster/dcgm.py)."""
+        with self.cluster.store.lock:
+            nodes = self.cluster.store.objects("nodes")
+            pods = self.cluster.store.objects("pods")
+        found = dcgm.gpus(nodes, pods)
+        return dcgm.exposition(found, dict(self.gpu_utilisation), self.gpu_profiling)
 
     def bulk_load(self, pods: int, namespace: str = "bench", pods_per_set: int = 10) -> int:
         return bulk_load(self.cluster, pods, namespace, pods_per_set)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,3 +155,48 @@ class Gate:
             self.released.wait(60)
             return Response(503, b"{}")
         return self._handle(request)
+
+
+def prometheus_binary() -> str:
+    """Debian's prometheus, installed through scripts/ensure-test-tools when missing."""
+    if shutil.which("prometheus") is None:
+        subprocess.run([str(settings.BASE_DIR / "scripts" / "ensure-test-tools")], check=True)
+    binary = shutil.which("prometheus")
+    assert binary, "this test needs prometheus (scripts/ensure-test-tools installs it)"
+    return binary
+
+
+@contextmanager
+def prometheus_server(directory: Path, target: str, metrics_path: str) -> Iterator[str]:
+    """A Prometheus of the test's own on a free port, scraping `target` every second, with its
+    storage under `directory`; stopped at the end. Yields its URL once it is ready."""
+    port = free_port()
+    config = directory / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n"
+        f"    metrics_path: {metrics_path}\n"
+        f"    static_configs:\n      - targets: ['{target}']\n"
+    )
+    with (directory / "prometheus.log").open("ab") as log:
+        server = subprocess.Popen(
+            [prometheus_binary(), f"--config.file={config}",
+             f"--storage.tsdb.path={directory / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _ready(url), 30, f"prometheus on port {port}")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False

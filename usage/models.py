@@ -161,3 +161,29 @@ class UsageTotal(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id} run {self.run} {self.usage_class}"
+
+
+class PodUtilisation(models.Model):
+    """A pod instance's GPU utilisation as the cluster's Prometheus reported it (the DCGM
+    exporter's series; usage/utilisation.py): the latest value, and its progressing
+    GPU-seconds split into busy and low-utilisation, counted up to `counted_until` (each sample
+    once). It informs: no class of the ledger depends on it."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="pod_utilisations")
+    run = models.PositiveIntegerField(_("run"))
+    cluster = models.ForeignKey(Cluster, models.CASCADE, related_name="pod_utilisations")
+    pod_uid = models.CharField(_("pod UID"), max_length=64, unique=True)
+    pod_name = models.CharField(_("pod name"), max_length=253)
+    gpus = models.PositiveIntegerField(_("GPUs"))
+    percent = models.FloatField(_("GPU utilisation (%)"))
+    measured_at = models.DateTimeField(_("measured at"))
+    counted_until = models.DateTimeField(_("counted until"))
+    busy_gpu_seconds = models.FloatField(_("busy GPU-seconds"), default=0.0)
+    low_gpu_seconds = models.FloatField(_("low-utilisation GPU-seconds"), default=0.0)
+
+    class Meta:
+        ordering = ["job", "run", "pod_name"]
+        indexes = [models.Index(fields=["job", "run"], name="usage_utilisation_run")]
+
+    def __str__(self) -> str:
+        return f"{self.pod_name} {self.percent:.0f}% at {self.measured_at:%Y-%m-%d %H:%M:%S}"

@@ -25,8 +25,8 @@ from django.utils.translation import gettext_lazy as _
 
 from jobs.choices import UsageClass
 from jobs.models import Job
-from jobs.status.usage import share, whole_days, whole_hours
-from usage.models import GpuInterval, UsageDay, UsageGroupDay, UsageHour
+from jobs.status.usage import mean_percent, share, whole_days, whole_hours
+from usage.models import GpuInterval, PodUtilisation, UsageDay, UsageGroupDay, UsageHour
 
 HOUR_SECONDS = 3600.0
 DECIMALS = 6  # hours: a one-second run on one GPU is 0.000278, never 0
@@ -264,6 +264,43 @@ def _add_intervals(
 
 
 @dataclass(frozen=True)
+class Utilisation:
+    """The current run's GPU utilisation from the DCGM exporter (usage/utilisation.py): its
+    Workers' latest values, their GPU-weighted mean, and its progressing GPU-hours split into
+    busy and low-utilisation (what no sample covered is in neither)."""
+
+    percent: float | None
+    busy_gpu_hours: float
+    low_utilisation_gpu_hours: float
+    workers: list[PodUtilisation]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "percent": None if self.percent is None else round(self.percent, 1),
+            "busy_gpu_hours": self.busy_gpu_hours,
+            "low_utilisation_gpu_hours": self.low_utilisation_gpu_hours,
+            "workers": [
+                {"pod": row.pod_name, "percent": round(row.percent, 1),
+                 "measured_at": row.measured_at}
+                for row in self.workers
+            ],
+        }  # fmt: skip
+
+
+def utilisation_of(rows: Iterable[PodUtilisation]) -> Utilisation | None:
+    """None when the run was never measured (its cluster has no Prometheus)."""
+    workers = sorted(rows, key=lambda row: row.pod_name)
+    if not workers:
+        return None
+    return Utilisation(
+        mean_percent((row.percent, row.gpus) for row in workers),
+        round(sum(row.busy_gpu_seconds for row in workers) / 3600, 6),
+        round(sum(row.low_gpu_seconds for row in workers) / 3600, 6),
+        workers,
+    )
+
+
+@dataclass(frozen=True)
 class JobUsage:
     """A Job's GPU-hours so far: all its runs, and its current run."""
 
@@ -272,6 +309,7 @@ class JobUsage:
     by_class: dict[str, float]
     run_gpu_hours: float
     run_wasted_gpu_hours: float
+    utilisation: Utilisation | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -279,21 +317,26 @@ class JobUsage:
             "wasted_gpu_hours": self.wasted_gpu_hours,
             "by_class": self.by_class,
             "run_gpu_hours": self.run_gpu_hours,
+            "utilisation": self.utilisation.as_dict() if self.utilisation else None,
         }
 
 
 OPEN_INTERVALS = "open_gpu_intervals"
 
 
-def prefetch() -> tuple[str, Prefetch[Any]]:
+def prefetch() -> tuple[str, Prefetch[Any], str]:
     """What `job_usage` reads, for a list of Jobs at once (`prefetch_related(*prefetch())`)."""
     open_ = GpuInterval.objects.filter(ended_at__isnull=True)
-    return "usage_totals", Prefetch("gpu_intervals", queryset=open_, to_attr=OPEN_INTERVALS)
+    return (
+        "usage_totals",
+        Prefetch("gpu_intervals", queryset=open_, to_attr=OPEN_INTERVALS),
+        "pod_utilisations",
+    )
 
 
 def job_usage(job: Job, now: datetime) -> JobUsage:
     """The run totals rolled up for the Job plus its open intervals up to now (prefetched with
-    `prefetch()`, else two queries)."""
+    `prefetch()`, else three queries)."""
     every, current = Rows(), Rows()
     for kept in job.usage_totals.all():
         for rows in (every, current) if kept.run == job.run else (every,):
@@ -308,9 +351,10 @@ def job_usage(job: Job, now: datetime) -> JobUsage:
             rows.add(job.pk, "", interval.usage_class, part.gpu_seconds, part.wasted_gpu_seconds)
     empty = Row(job.pk, "")
     total, this = every.rows.get(job.pk, empty), current.rows.get(job.pk, empty)
+    measured = [row for row in job.pod_utilisations.all() if row.run == job.run]
     return JobUsage(
         total.gpu_hours, total.wasted_gpu_hours, total.by_class, this.gpu_hours,
-        this.wasted_gpu_hours,
+        this.wasted_gpu_hours, utilisation_of(measured),
     )  # fmt: skip
 
 

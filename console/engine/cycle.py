@@ -80,7 +80,7 @@ from console.models import Cluster, ObservedObject
 from jobs.messages import encode
 from notify import record as notify_record
 from notify.watch import after_cycle as notify_after_cycle
-from usage import ledger
+from usage import ledger, utilisation
 
 logger = logging.getLogger(__name__)
 Started = tuple[float, float]  # (time.monotonic(), time.process_time()) at the cycle's start
@@ -343,6 +343,17 @@ def keep_ledger(
         return 0
 
 
+def measure_utilisation(cluster: Cluster, now: datetime) -> int:
+    """GPU utilisation from the cluster's Prometheus, when it has one (usage.utilisation): after
+    the cycle's transaction, since a request leaves the console. A failure is logged, never the
+    cycle's: the figures inform, the Jobs' phases matter more."""
+    try:
+        return utilisation.measure(cluster, now)
+    except Exception:
+        logger.exception("cluster %s: GPU utilisation was not measured this cycle", cluster.pk)
+        return 0
+
+
 def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) -> SyncResult:
     cluster = Cluster.objects.get(pk=cluster_id)
     forget_if_stale(cluster)
@@ -374,6 +385,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         pods = gpu_pods(state, snapshot.pods, reading.changes, now)
         rows += keep_ledger(cluster.pk, pods, changes.touched_jobs, now)
     record_completions(cluster_id, reading.changes)
+    rows += measure_utilisation(cluster, now)
     logs_due = tuple(due_after(changes, state))
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(

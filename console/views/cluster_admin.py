@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 from console import cluster_actions, node_actions, permissions
 from console.models import Cluster
 
-FIELDS = ("server", "ca", "token", "kubeconfig", "context", "namespace")
+FIELDS = ("server", "ca", "token", "kubeconfig", "context", "namespace", "prometheus_url")
 
 
 def rbac_yaml() -> str:

@@ -192,3 +192,66 @@ def stop_at(idle_since: datetime | None, minutes: int | None) -> datetime | None
     if idle_since is None or minutes is None:
         return None
     return idle_since + timedelta(minutes=minutes)
+
+
+# --- utilisation (informs; never a class: a hung NCCL collective can show 100 %) -------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A pod's GPU utilisation at a moment of a range query: the value stands for the step
+    that ends there."""
+
+    at: datetime
+    percent: float
+
+
+def utilisation_percent(gpu_util: float | None, engine_active: float | None) -> float | None:
+    """A GPU's utilisation in percent: the graphics engine's active ratio when the DCGM exporter
+    serves it (DCGM_FI_PROF_GR_ENGINE_ACTIVE, 0 to 1, the finer measure), else
+    DCGM_FI_DEV_GPU_UTIL (percent of time any kernel ran)."""
+    if engine_active is not None:
+        return max(0.0, min(100.0, engine_active * 100))
+    if gpu_util is not None:
+        return max(0.0, min(100.0, gpu_util))
+    return None
+
+
+@dataclass(frozen=True)
+class Split:
+    """Progressing GPU-seconds by utilisation."""
+
+    busy_gpu_seconds: float = 0.0
+    low_gpu_seconds: float = 0.0
+
+
+Stretch = tuple[datetime, datetime, int]  # a progressing interval: from, until, GPUs
+
+
+def split_progressing(
+    samples: Iterable[Sample], step: timedelta, after: datetime, progressing: Iterable[Stretch],
+    busy_percent: float,
+) -> Split:  # fmt: skip
+    """The progressing GPU-seconds after `after` that the samples cover, busy when the sample
+    is at least `busy_percent`, else low-utilisation. Seconds no sample covers are neither:
+    utilisation that was not measured is not guessed."""
+    stretches = list(progressing)
+    busy = low = 0.0
+    for sample in samples:
+        start, end = max(sample.at - step, after), sample.at
+        seconds = sum(
+            gpus * max(0.0, (min(end, until) - max(start, since)).total_seconds())
+            for since, until, gpus in stretches
+        )
+        if sample.percent >= busy_percent:
+            busy += seconds
+        else:
+            low += seconds
+    return Split(busy, low)
+
+
+def mean_percent(values: Iterable[tuple[float, int]]) -> float | None:
+    """The GPU-weighted mean of (percent, GPUs): a Job's utilisation from its Workers'."""
+    pairs = [(percent, gpus) for percent, gpus in values if gpus > 0]
+    total = sum(gpus for _percent, gpus in pairs)
+    return sum(percent * gpus for percent, gpus in pairs) / total if total else None

@@ -18,6 +18,7 @@ from jobs.models import Job
 from tests.browser.conftest import PASSWORD, log_in, shoot
 from tests.conftest import open_cluster, open_project
 from tests.usage.test_api import held
+from usage.models import PodUtilisation
 
 pytestmark = pytest.mark.browser
 
@@ -50,6 +51,13 @@ def jobs(alice: User) -> dict[str, Job]:
     held(made["sft-finished"], UsageClass.FINISHED, 4, hours[3], None)
     held(made["grpo-ok"], UsageClass.SILENT, 2, hours[1], hours[4])
     held(made["grpo-ok"], UsageClass.PROGRESSING, 2, hours[4], None)
+    # What the DCGM exporter said of the stalled run: busy GPUs while it progressed, then a hung
+    # collective at 97 % (it informs: the run stays stalled).
+    PodUtilisation.objects.create(
+        job=made["ppo-stalled"], run=1, cluster=cluster, pod_uid="ppo-0", pod_name="worker-0",
+        gpus=8, percent=97.0, measured_at=now, counted_until=now,
+        busy_gpu_seconds=8 * 2.5 * 3600, low_gpu_seconds=8 * 0.3 * 3600,
+    )  # fmt: skip
     return made
 
 
@@ -79,6 +87,7 @@ def test_it_shows_the_usage_pages(
         shoot(page, screenshots, f"usage-dashboard-{language}-{width}.png")
         page.goto(f"{base}/jobs/{made['ppo-stalled'].pk}/#usage")
         expect(page.locator("#usage svg.usage-bar")).to_be_visible()
+        expect(page.locator("#usage td", has_text="97 %")).to_be_visible()
         page.locator("#usage").screenshot(
             path=str(screenshots / f"usage-job-{language}-{width}.png")
         )

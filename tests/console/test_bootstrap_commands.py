@@ -180,6 +180,19 @@ def test_add_cluster_registers_nothing_for_a_project_that_does_not_exist(
     assert not AuditEvent.objects.exists()
 
 
+def test_add_cluster_names_its_prometheus_keeps_it_and_clears_it_on_request(
+    db: None, kubeconfig: Path
+) -> None:
+    args = ("add_cluster", "gpu-b", "--kubeconfig", str(kubeconfig))
+    run(*args, "--prometheus-url", "http://prometheus.monitoring:9090/")
+    assert Cluster.objects.get().prometheus_url == "http://prometheus.monitoring:9090"
+    assert "nothing changed" in run(*args)  # without the option the stored one is kept
+    with pytest.raises(CommandError, match="not an http"):
+        run(*args, "--prometheus-url", "ftp://prometheus")
+    run(*args, "--prometheus-url", "")
+    assert Cluster.objects.get().prometheus_url == ""
+
+
 def test_the_roles_given_by_the_commands_are_the_roles_of_the_pages(
     bob: User, olga: User, kubeconfig: Path
 ) -> None:

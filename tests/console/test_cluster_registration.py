@@ -171,8 +171,14 @@ def test_it_registers_and_retires_through_the_api_at_the_issues_paths(
         "post", "/clusters", olga, {"name": "x", "server": "http://169.254.169.254", "token": "t"}
     )
     assert refused.status_code == 422 and "server" in refused.json()["errors"]
-    created = call("post", "/clusters", olga, {"name": "gpu-b", **body(sim)})
+    refused = call(
+        "post", "/clusters", olga, {"name": "x", **body(sim), "prometheus_url": "ftp://p"}
+    )
+    assert refused.status_code == 422 and "prometheus_url" in refused.json()["errors"]
+    named = {"name": "gpu-b", **body(sim), "prometheus_url": "http://prometheus.monitoring:9090"}
+    created = call("post", "/clusters", olga, named)
     assert created.status_code == 201
+    assert Cluster.objects.get(name="gpu-b").prometheus_url == "http://prometheus.monitoring:9090"
     answer = created.json()
     assert answer["connection"]["reached"] is True and answer["connection"]["checklist"]
     assert call("post", "/clusters/gpu-b/test", olga).json()["reached"] is True
@@ -200,8 +206,10 @@ def test_it_registers_from_the_page_showing_the_rbac_first_and_the_checklist_aft
         [{"verbs": ["list", "watch", "get"], "apiGroups": ["*"], "resources": ["*"]}]
     )
     answer = client.post("/clusters/new/", {"name": "gpu-b", "server": sim.url, "token": sim.token,
-                                            "namespace": "default"})  # fmt: skip
+                                            "namespace": "default",
+                                            "prometheus_url": "http://prom:9090/"})  # fmt: skip
     assert answer.status_code == 302 and answer["Location"] == "/clusters/gpu-b/"
+    assert Cluster.objects.get(name="gpu-b").prometheus_url == "http://prom:9090"
     page = client.get("/clusters/gpu-b/").content.decode()
     assert 'data-permission="patch core/nodes" data-allowed="no"' in page
     assert "cordon and uncordon are not offered" in page

@@ -274,9 +274,9 @@ def test_the_job_list_query_count_does_not_grow_with_the_page(
     _jobs_with_workers(alice, 18, 2)
     assert queries_for(20) == small
     # Two read the reader's permissions (jobs.access.is_operator), one the address's recent
-    # invalid tokens (console.ratelimit), one the runs' failures (failures.Finding), two the
-    # Jobs' `usage` (usage.report.prefetch).
-    assert small <= 11
+    # invalid tokens (console.ratelimit), one the runs' failures (failures.Finding), three the
+    # Jobs' `usage` (usage.report.prefetch: totals, open intervals, measured utilisation).
+    assert small <= 12
 
 
 def test_clusters_nodes_and_addons(alice: User, olga: User, cluster: Cluster) -> None:

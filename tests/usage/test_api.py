@@ -141,6 +141,7 @@ def test_it_gives_the_job_object_its_usage(alice: User, ledger: dict[str, Job]) 
     assert body["usage"]["gpu_hours"] == 2.0 + 3.0 + 0.5
     assert body["usage"]["wasted_gpu_hours"] == 3.5
     assert body["usage"]["run_gpu_hours"] == 5.5
+    assert body["usage"]["utilisation"] is None  # its cluster has no Prometheus
     assert body["policies"]["stop_when_idle_minutes"] is None
 
 

@@ -1,13 +1,16 @@
 """`manage.py add_cluster NAME --kubeconfig FILE [--context CTX] [--namespace NS]
-[--project PROJECT ...]` (or `--kubeconfig-path FILE` to keep a reference to the file instead
-of its content; `--insecure` to allow a kubeconfig that skips TLS verification).
+[--prometheus-url URL] [--project PROJECT ...]` (or `--kubeconfig-path FILE` to keep a reference
+to the file instead of its content; `--insecure` to allow a kubeconfig that skips TLS
+verification).
 
 Registers a cluster, or updates the one of that name; the same values again change nothing (and
 record nothing), so a deployment script may run it on every start. The kubeconfig is validated
 first (nothing that runs code or reads files on this host, no proxy, TLS verified unless
 --insecure, at most 256 KiB), stored encrypted (or read from its path at every use), and never
 printed back. Each `--project` (which must exist) may then use the cluster, as with
-`manage.py allow_cluster`.
+`manage.py allow_cluster`. `--prometheus-url` names the Prometheus that scrapes the cluster's
+DCGM exporter (GPU utilisation, docs/usage.md); without it the stored one is kept, and `""`
+clears it (TRAINYARD_PROMETHEUS_URL then applies).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from console import audit
 from console.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
 from console.management.commands.allow_cluster import allow
 from console.management.names import project_named
-from console.models import Cluster
+from console.models import Cluster, validate_http_url
 
 VIA = "manage.py add_cluster"
 
@@ -48,6 +51,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--context", default="", help="the context (default: current-context)")
         parser.add_argument("--namespace", default="", help="default namespace for new jobs")
+        parser.add_argument(
+            "--prometheus-url",
+            default=None,
+            help="the Prometheus scraping the cluster's DCGM exporter, for GPU utilisation",
+        )
         parser.add_argument(
             "--project",
             action="append",
@@ -87,6 +95,8 @@ class Command(BaseCommand):
         fields = {
             **source, "context": context, "namespace": namespace, "insecure": options["insecure"],
         }  # fmt: skip
+        if options["prometheus_url"] is not None:
+            fields["prometheus_url"] = _prometheus_url(options["prometheus_url"])
         cluster, verb = _registered(name, fields)
         facts = f"server {server}, context {context}, default namespace {namespace}"
         if verb:
@@ -110,6 +120,17 @@ def _registered(name: str, fields: dict[str, Any]) -> tuple[Cluster, str]:
     action = audit.Action.CLUSTER_CREATE if created else audit.Action.CLUSTER_CHANGE
     audit.record(action, target=f"cluster {name}", detail=VIA)
     return cluster, "Registered" if created else "Updated"
+
+
+def _prometheus_url(value: str) -> str:
+    """An http(s) URL, or "" to clear it."""
+    if not value:
+        return ""
+    try:
+        validate_http_url(value)
+    except ValidationError:
+        raise CommandError(f"--prometheus-url {value!r} is not an http(s) URL.") from None
+    return value.rstrip("/")
 
 
 def _read(path: Path) -> str:
