@@ -143,6 +143,9 @@ class Cluster(models.Model):
     server_version = models.CharField(_("server version"), max_length=64, blank=True)
     access = models.JSONField(_("permissions"), default=dict, blank=True, editable=False)
     access_checked_at = models.DateTimeField(_("permissions checked at"), null=True, blank=True)
+    # When a check was last queued (console.engine.connection.access_due): a slow or unreachable
+    # cluster's check is asked again only a period later, never at every beat tick.
+    access_asked_at = models.DateTimeField(_("permissions asked at"), null=True, blank=True)
     credentials_rotated_at = models.DateTimeField(
         _("credentials rotated at"), null=True, blank=True
     )

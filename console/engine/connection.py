@@ -78,13 +78,18 @@ def refresh_access(cluster_id: int) -> bool:
 
 
 def access_due(now: datetime) -> list[int]:
-    """The clusters whose permissions were last checked more than ACCESS_SECONDS ago (or
-    never): checked once per that cycle, not on every page view."""
-    stale = Q(access_checked_at__isnull=True) | Q(
-        access_checked_at__lt=now - timedelta(seconds=ACCESS_SECONDS)
+    """The clusters whose permissions were last asked for more than ACCESS_SECONDS ago (or
+    never), claimed as asked now: a check that is slow (a review per need against a slow API
+    server) or cannot reach its cluster is queued again a period later, never at every beat
+    tick, where the queued checks would fill every worker and starve the syncs."""
+    stale = Q(access_asked_at__isnull=True) | Q(
+        access_asked_at__lt=now - timedelta(seconds=ACCESS_SECONDS)
     )
     live = Cluster.objects.filter(stale, retired_at__isnull=True)
-    return list(live.values_list("pk", flat=True))
+    due = list(live.values_list("pk", flat=True))
+    if due:
+        live.filter(pk__in=due).update(access_asked_at=now)
+    return due
 
 
 def _check(gateway: Gateway, need: Need, namespace: str) -> Check:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from console.engine.connection import access_due, refresh_access
+from console.engine.connection import ACCESS_SECONDS, access_due, refresh_access
 from console.models import ApiToken, AuditEvent, Cluster, DrainRun, Node
 from jobs.choices import DrainState
 from simcluster.server import SimCluster
@@ -192,3 +193,14 @@ def test_it_offers_node_actions_only_when_the_credentials_allow_them(
     page = client.get(f"/nodes/{synced.name}/{NODE}/").content.decode()
     assert 'id="cordon-reason"' in page and 'id="drain-form"' not in page
     assert "lack create core/pods/eviction" in page
+
+
+def test_a_permission_check_that_cannot_finish_is_queued_again_only_a_period_later(
+    synced: Cluster,
+) -> None:
+    """A slow or unreachable cluster's check (one review per need) is not queued at every beat
+    tick: the queued checks would fill every worker and starve the syncs (the scale-out test)."""
+    now = timezone.now()
+    assert access_due(now) == [synced.pk]
+    assert access_due(now + timedelta(seconds=2)) == []  # the next tick, the check unfinished
+    assert access_due(now + timedelta(seconds=ACCESS_SECONDS + 1)) == [synced.pk]
