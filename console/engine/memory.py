@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from console.engine.bulk import upsert
+from console.bulk import upsert
 from console.engine.observe import Change, Stored
 from console.engine.stored import thaw
 from console.engine.streams import ADDON_STREAMS, BY_NAME, JOB_STREAMS, POD_STREAMS

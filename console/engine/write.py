@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import Model
 
-from console.engine.bulk import update_rows, update_where
+from console.bulk import update_rows, update_where
 from console.engine.rows import (
     ADDON_FACTS,
     INSTANCE_FACTS,

@@ -1,4 +1,4 @@
-"""The sync's bulk writes (console.engine.bulk): each value reaches the database as its field
+"""The sync's bulk writes (console.bulk): each value reaches the database as its field
 prepares it (the plain fields' and datetimes as they are, on PostgreSQL in one JSON parameter),
 conditions compare what they should, and an upsert replaces what it inserted."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from console.engine.bulk import update_where, upsert
+from console.bulk import update_where, upsert
 from console.models import Cluster, Node, ObservedObject
 from tests.conftest import KUBECONFIG
 

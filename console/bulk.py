@@ -1,5 +1,5 @@
-"""Statements that write many rows at once: an UPDATE by key and an upsert, each one statement
-for all the rows on PostgreSQL.
+"""Statements that write many rows at once: an UPDATE by key, an upsert and an insert of the
+rows not there yet, each one statement for all the rows on PostgreSQL.
 
 Django's bulk_update builds a CASE expression per row and field (about 1 ms a row: 1.5 s for
 the 1,000 Workers of 100 touched Jobs), and a model instance per row costs more than the write
@@ -12,6 +12,7 @@ prepared statement sent with executemany.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, cast
 
 import orjson
@@ -27,10 +28,11 @@ PLAIN_FIELDS = (
     models.CharField, models.TextField, models.BooleanField, models.IntegerField,
     models.PositiveIntegerField, models.BigIntegerField, models.BigAutoField,
 )  # fmt: skip
-# Field types whose JSON form PostgreSQL reads back as their value: the plain ones, keys (ints)
-# and datetimes (aware, as every time of a cycle is: orjson writes their offset). Rows with a
-# column of another type are written statement by statement, each value prepared by its field.
-RECORD_FIELDS = (*PLAIN_FIELDS, models.DateTimeField, models.ForeignKey)
+# Field types whose JSON form PostgreSQL reads back as their value: the plain ones, keys (ints,
+# a one-to-one's too) and datetimes (aware, as every time of a cycle is: orjson writes their
+# offset). Rows with a column of another type are written statement by statement, each value
+# prepared by its field.
+RECORD_FIELDS = (*PLAIN_FIELDS, models.DateTimeField, models.ForeignKey, models.OneToOneField)
 Columns = Sequence["Field[Any, Any]"]
 
 
@@ -72,20 +74,26 @@ def update_where(
 
 
 def upsert(
-    model: type[Model], key: Sequence[str], stored: Sequence[str], values: Sequence[Sequence[Any]]
-) -> None:
+    model: type[Model], key: Sequence[str], stored: Sequence[str], values: Sequence[Sequence[Any]],
+    unchanged: Sequence[str] = (),
+) -> None:  # fmt: skip
     """Inserts each row (the values of `key`, then of `stored`) or, where a row of that key
-    exists (a unique constraint on `key`), replaces its `stored` columns. The rows' keys must
-    be distinct."""
+    exists (a unique constraint on `key`), replaces its `stored` columns, unless one of the
+    `unchanged` columns (among `stored`) holds another value than the row's there (another
+    writer moved it on meanwhile: that row is left as it is). The rows' keys must be
+    distinct."""
     if not values:
         return
     meta, connection = model._meta, connections[router.db_for_write(model)]
     columns = [_field(meta, name) for name in [*key, *stored]]
     quote = connection.ops.quote_name
-    names = [quote(str(column.column)) for column in columns]
+    table, names = quote(meta.db_table), [quote(str(column.column)) for column in columns]
     replaced = ", ".join(f"{name} = excluded.{name}" for name in names[len(key) :])
     conflict = f"ON CONFLICT ({', '.join(names[: len(key)])}) DO UPDATE SET {replaced}"
-    into = f"INSERT INTO {quote(meta.db_table)} ({', '.join(names)})"
+    if unchanged:
+        kept = [quote(str(_field(meta, name).column)) for name in unchanged]
+        conflict += " WHERE " + " AND ".join(f"{table}.{name} = excluded.{name}" for name in kept)
+    into = f"INSERT INTO {table} ({', '.join(names)})"
     if _as_records(connection, columns):
         selected = ", ".join(f"v.c{i}" for i in range(len(columns)))
         sql = f"{into} SELECT {selected} FROM {_recordset(connection, columns)} {conflict}"
@@ -93,6 +101,25 @@ def upsert(
         return
     sql = f"{into} VALUES ({', '.join(['%s'] * len(columns))}) {conflict}"
     _execute(connection, sql, _prepared(connection, columns, values), many=True)
+
+
+def insert_new(model: type[Model], fields: Sequence[str], values: Sequence[Sequence[Any]]) -> int:
+    """Inserts each row (the values of `fields`) unless a row with one of its unique keys exists
+    (inserted by another worker meanwhile): `ON CONFLICT DO NOTHING`. Returns the rows the
+    database inserted."""
+    if not values:
+        return 0
+    meta, connection = model._meta, connections[router.db_for_write(model)]
+    columns = [_field(meta, name) for name in fields]
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(str(column.column)) for column in columns)
+    into, ignored = f"INSERT INTO {quote(meta.db_table)} ({names})", "ON CONFLICT DO NOTHING"
+    if _as_records(connection, columns):
+        selected = ", ".join(f"v.c{i}" for i in range(len(columns)))
+        sql = f"{into} SELECT {selected} FROM {_recordset(connection, columns)} {ignored}"
+        return _execute(connection, sql, [_records(values)])
+    sql = f"{into} VALUES ({', '.join(['%s'] * len(columns))}) {ignored}"
+    return _execute(connection, sql, _prepared(connection, columns, values), many=True)
 
 
 def _field(meta: Options[Any], name: str) -> Field[Any, Any]:
@@ -105,6 +132,14 @@ def _as_records(connection: BaseDatabaseWrapper, columns: Columns) -> bool:
 
 def _recordset(connection: BaseDatabaseWrapper, columns: Columns) -> str:
     """The rows of the one parameter, their columns `c0`, `c1`... typed as the fields'."""
+    return _typed_recordset(connection.alias, tuple(columns))
+
+
+@lru_cache(maxsize=256)
+def _typed_recordset(alias: str, columns: tuple[Field[Any, Any], ...]) -> str:
+    """Asking each field its database type costs more than the rest of a statement's text: a
+    cycle writes the same few kinds of row again and again."""
+    connection = connections[alias]
     typed = ", ".join(f"c{i} {column.db_type(connection)}" for i, column in enumerate(columns))
     return f"jsonb_to_recordset(%s::jsonb) AS v({typed})"
 
