@@ -22,9 +22,7 @@ from jobs.status.workload import (
     Policies,
     Report,
     degraded,
-    stall_clock,
     stall_threshold,
-    typical_step_seconds,
 )
 
 
@@ -53,10 +51,10 @@ def ended_stall(
     """A step advance received `now` ends a Stalled spell when the stall clock (the last
     advance or pause, `stall_clock`) is older than the threshold. `until`: an Unresponsive spell
     in the same time began then, and the state was Unresponsive from there (judge's order)."""
-    clock = stall_clock(report)
+    clock = report.stall_clock
     if clock is None:
         return None
-    threshold = stall_threshold(policies, typical_step_seconds(report))
+    threshold = stall_threshold(policies, report.typical_step_seconds)
     began, ended = clock + timedelta(seconds=threshold), min(now, until or now)
     return Spell(WorkloadState.STALLED, began, ended) if ended > began else None
 
@@ -85,7 +83,7 @@ def ongoing(state: WorkloadState, report: Report, policies: Policies) -> Spell |
     elif state == WorkloadState.DEGRADED:
         began = degraded_since(report.latest.get("ray") or {})
     elif state == WorkloadState.STALLED:
-        clock = stall_clock(report)
-        threshold = stall_threshold(policies, typical_step_seconds(report))
+        clock = report.stall_clock
+        threshold = stall_threshold(policies, report.typical_step_seconds)
         began = clock + timedelta(seconds=threshold) if clock else None
     return Spell(state, began, None) if began else None

@@ -27,6 +27,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from itertools import pairwise
 from typing import Any
 
@@ -81,6 +82,27 @@ class Report:
     def time(self, kind: str, key: str = "received_at") -> datetime | None:
         value = (self.latest.get(kind) or {}).get(key)
         return parse_datetime(value) if isinstance(value, str) else None
+
+    # The two clocks below are read once per report: judging a state and foreseeing its next
+    # turn both need them (notify.watch judges every Job it watches with both).
+
+    @cached_property
+    def stall_clock(self) -> datetime | None:
+        """When the last step advance was received, or the workload's last pause (a
+        checkpoint or an evaluation) began, whichever is later."""
+        advanced = self.time("progress", "advanced_at")
+        phase = self.latest.get("phase") or {}
+        if phase.get("phase") in PAUSING_PHASES:
+            paused = self.time("phase")
+            if paused and (advanced is None or paused > advanced):
+                return paused
+        return advanced
+
+    @cached_property
+    def typical_step_seconds(self) -> float | None:
+        """One step's typical time in this report: from its recent advances, else as
+        reported."""
+        return step_seconds(self.steps, (self.latest.get("progress") or {}).get("step_seconds"))
 
 
 @dataclass(frozen=True)
@@ -138,11 +160,6 @@ def _source(report: Report, kind: str) -> SignalSource:
     return SignalSource((report.latest.get(kind) or {}).get("source", SignalSource.SIGNAL))
 
 
-def typical_step_seconds(report: Report) -> float | None:
-    """One step's typical time in this report: from its recent advances, else as reported."""
-    return step_seconds(report.steps, (report.latest.get("progress") or {}).get("step_seconds"))
-
-
 def derive(
     report: Report | None, job_phase: JobPhase, run: int, policies: Policies, now: datetime
 ) -> Workload:
@@ -152,7 +169,7 @@ def derive(
         return Workload(state, reason=reason)
     latest = report.latest
     progress = latest.get("progress") or {}
-    typical = typical_step_seconds(report)
+    typical = report.typical_step_seconds
     step, max_steps = progress.get("step"), progress.get("max_steps")
     eta = None
     if typical is not None and step is not None and max_steps:
@@ -208,9 +225,9 @@ def judge(
     if phase.get("phase") in STARTING_PHASES and phase["at"] > latest.get("progress", phase)["at"]:
         return WorkloadState.STARTING, "phase", Message("workload.phase", {"phase": phase["phase"]})
     if "progress" in latest:
-        since = stall_clock(report)
+        since = report.stall_clock
         idle = (now - since).total_seconds() if since else 0.0
-        threshold = stall_threshold(policies, typical_step_seconds(report))
+        threshold = stall_threshold(policies, report.typical_step_seconds)
         step = int(latest["progress"].get("step", 0))
         if idle > threshold:
             stalled = {"step": step, "seconds": round(idle), "limit": round(threshold)}
@@ -279,9 +296,9 @@ def turning_points(report: Report | None, run: int, policies: Policies) -> list[
         return []
     limit = MISSED_HEARTBEATS * policies.heartbeat_seconds
     points = [report.last_received_at + timedelta(seconds=limit)]
-    since = stall_clock(report) if "progress" in report.latest else None
+    since = report.stall_clock if "progress" in report.latest else None
     if since is not None:
-        threshold = stall_threshold(policies, typical_step_seconds(report))
+        threshold = stall_threshold(policies, report.typical_step_seconds)
         points.append(since + timedelta(seconds=threshold))
     return sorted(points)
 
@@ -304,18 +321,6 @@ def idle_since(
         and judge(report, job_phase, run, policies, point + JUST_AFTER)[0] in IDLE_STATES
     ]
     return min(idle, default=now)
-
-
-def stall_clock(report: Report) -> datetime | None:
-    """When the last step advance was received, or the workload's last pause (a checkpoint
-    or an evaluation) began, whichever is later."""
-    advanced = report.time("progress", "advanced_at")
-    phase = report.latest.get("phase") or {}
-    if phase.get("phase") in PAUSING_PHASES:
-        paused = report.time("phase")
-        if paused and (advanced is None or paused > advanced):
-            return paused
-    return advanced
 
 
 def _newest_kind(latest: Mapping[str, Mapping[str, Any]]) -> str:
