@@ -116,8 +116,8 @@ def claim(rows: Sequence[Outbox], now: datetime) -> list[Outbox]:
 
 
 def drain(now: datetime | None = None) -> int:
-    """Sends what is due (the Celery task's body), a batch at a time until nothing is left;
-    returns the attempts made. A row retried or postponed is due later, so this ends."""
+    """Sends what is due (the Celery task's second step), a batch at a time until nothing is
+    left; returns the attempts made. A row retried or postponed is due later, so this ends."""
     now = now or timezone.now()
     expire(now)
     attempts = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
 from jobs.choices import JobPhase, WorkloadState
 from notify.choices import Event, Part
@@ -88,13 +89,13 @@ def turns(active: Iterable[Event], stored: Iterable[Occurrence], events: Iterabl
     An event that does not last happens once per run: never opened again once stored. A lasting
     one opens a new occurrence when none is open, and its open occurrence resolves once it is
     no longer active."""
-    judged, now_active = set(events), set(active)
+    now_active = set(active)
     latest: dict[Event, Occurrence] = {}
     for item in stored:
         if item.event not in latest or item.occurrence > latest[item.event].occurrence:
             latest[item.event] = item
     opened, resolved = [], []
-    for event in sorted(judged):
+    for event in in_order(frozenset(events)):
         last = latest.get(event)
         if event in now_active:
             if last is None:
@@ -104,6 +105,13 @@ def turns(active: Iterable[Event], stored: Iterable[Occurrence], events: Iterabl
         elif last is not None and not last.resolved and event in LASTING:
             resolved.append((event, last.occurrence))
     return Turns(opened, resolved)
+
+
+@cache
+def in_order(events: frozenset[Event]) -> tuple[Event, ...]:
+    """The events in a fixed order (a set's order changes from process to process): a caller
+    judges the same few sets again and again."""
+    return tuple(sorted(events))
 
 
 @dataclass(frozen=True)
@@ -121,18 +129,20 @@ def first_due(event: Event, opened_at: datetime, pending_minutes: int) -> dateti
 
 
 def due(
-    event: Event, opened_at: datetime, resolved: bool, pending_minutes: int, repeat_hours: int,
-    now: datetime,
+    event: Event, opened_at: datetime, resolved_at: datetime | None, pending_minutes: int,
+    repeat_hours: int, now: datetime,
 ) -> list[Due]:  # fmt: skip
     """The messages of one occurrence due to one subscriber by `now` (the caller inserts those
-    not sent yet: each is unique by its key). Resolved: nothing more is due but the
-    `resolved` message, and that only to a subscriber who heard it open (the caller's check).
-    An event that does not last is emitted once, when it happens (its caller's call)."""
+    not written yet: each is unique by its key, so asking again writes nothing more). An event
+    that does not last has one message, its opening. A lasting one that ended was heard of
+    only if the subscriber's first message came due while it lasted (a Job Pending for less
+    than the threshold is never said): then its opening (written already, unless it ended
+    before its messages were written) and its end are due."""
     start = first_due(event, opened_at, pending_minutes)
     if event not in LASTING:  # stored resolved at once: its one message is its opening
         return [Due(Part.OPENED)]
-    if resolved:
-        return [Due(Part.RESOLVED)]
+    if resolved_at is not None:
+        return [Due(Part.OPENED), Due(Part.RESOLVED)] if start <= resolved_at else []
     if now < start:
         return []
     found = [Due(Part.OPENED)]

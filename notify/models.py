@@ -104,8 +104,8 @@ class Condition(models.Model):
     detail = models.TextField(blank=True)  # the add-on's name, the cluster's error
     opened_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
-    # When a subscriber's next message of it may be due (a pending threshold, a repeat); None:
-    # nothing more until it resolves.
+    # When its messages are next due (notify.fanout.fan_out): at once when it opens or ends,
+    # then a subscriber's pending threshold or repeat; None: nothing more.
     next_check_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -115,7 +115,11 @@ class Condition(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["cluster", "next_check_at"], name="condition_due"),
+            models.Index(
+                fields=["next_check_at"],
+                name="condition_due",
+                condition=Q(next_check_at__isnull=False),
+            ),
             models.Index(fields=["job", "run"], name="condition_job"),
         ]
 

@@ -1,4 +1,5 @@
-"""Thin Celery task: the outbox drained by a plain function (notify.deliver.drain)."""
+"""Thin Celery task: the messages of the occurrences due written (notify.fanout.fan_out), then
+the outbox drained (notify.deliver.drain), by plain functions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ from celery import shared_task
 
 @shared_task
 def drain_outbox() -> None:
-    from notify.deliver import drain
+    from django.utils import timezone
 
-    drain()
+    from notify.deliver import drain
+    from notify.fanout import fan_out
+
+    now = timezone.now()
+    fan_out(now)
+    drain(now)

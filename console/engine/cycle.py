@@ -257,7 +257,6 @@ def _unreachable(
             watch_cursors=dropped,
         )  # fmt: skip
         notify_record.cluster_reachability(cluster, False, message, now)
-        notify_record.process_due(cluster.pk, now)
     return _costs(SyncResult(cluster.pk, cluster.name, message=message), started)
 
 
@@ -324,6 +323,11 @@ def _derive(state: State, snapshot: Snapshot, gpus: Mapping[str, int], now: date
     return changes
 
 
+def _phased(changes: Changes) -> set[int]:
+    """The Jobs whose phase the cycle writes: their events may have turned (notify.watch)."""
+    return {change.pk for change in changes.jobs if "phase" in change.fields}
+
+
 def _addon_phases(changes: Changes) -> dict[str, str]:
     return {addon.name: addon.phase for addon in [*changes.new_addons, *changes.addons]}
 
@@ -381,7 +385,9 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     with transaction.atomic():
         rows = memory.save(cluster.pk, reading.changes)
         rows += reconciled.rows_written + (write(changes, state) if not changes.empty() else 0)
-        rows += notify_after_cycle(cluster, changes.touched_jobs, _addon_phases(changes), now)
+        rows += notify_after_cycle(
+            cluster, _phased(changes), _addon_phases(changes), now, changes.touched_jobs
+        )
         pods = gpu_pods(state, snapshot.pods, reading.changes, now)
         rows += keep_ledger(cluster.pk, pods, changes.touched_jobs, now)
     record_completions(cluster_id, reading.changes)

@@ -62,22 +62,26 @@ def test_it_judges_only_the_events_its_caller_decides() -> None:
 
 def test_it_repeats_a_lasting_condition_every_repeat_hours_and_never_with_zero() -> None:
     stalled = Event.WORKLOAD_STALLED
-    assert due(stalled, T0, False, 30, 4, T0) == [Due(Part.OPENED)]
-    assert due(stalled, T0, False, 30, 4, T0 + timedelta(hours=9)) == [
+    assert due(stalled, T0, None, 30, 4, T0) == [Due(Part.OPENED)]
+    assert due(stalled, T0, None, 30, 4, T0 + timedelta(hours=9)) == [
         Due(Part.OPENED), Due(Part.REPEAT, 2),
     ]  # fmt: skip
-    assert due(stalled, T0, False, 30, 0, T0 + timedelta(hours=9)) == [Due(Part.OPENED)]
+    assert due(stalled, T0, None, 30, 0, T0 + timedelta(hours=9)) == [Due(Part.OPENED)]
     assert next_due(stalled, T0, 30, 4, T0 + timedelta(hours=5)) == T0 + timedelta(hours=8)
     assert next_due(stalled, T0, 30, 0, T0) is None
-    assert due(Event.JOB_FAILED, T0, True, 30, 4, T0 + timedelta(hours=9)) == [Due(Part.OPENED)]
+    assert due(Event.JOB_FAILED, T0, T0, 30, 4, T0 + timedelta(hours=9)) == [Due(Part.OPENED)]
 
 
 def test_it_says_pending_too_long_only_after_the_subscriptions_threshold() -> None:
     pending = Event.JOB_PENDING_TOO_LONG
-    assert due(pending, T0, False, 30, 4, T0 + timedelta(minutes=29)) == []
-    assert due(pending, T0, False, 30, 4, T0 + timedelta(minutes=30)) == [Due(Part.OPENED)]
+    assert due(pending, T0, None, 30, 4, T0 + timedelta(minutes=29)) == []
+    assert due(pending, T0, None, 30, 4, T0 + timedelta(minutes=30)) == [Due(Part.OPENED)]
     assert next_due(pending, T0, 30, 4, T0) == T0 + timedelta(minutes=30)
-    assert due(pending, T0, True, 30, 4, T0) == [Due(Part.RESOLVED)]
+    # Ended before the threshold: never said; after it: its opening and its end.
+    assert due(pending, T0, T0 + timedelta(minutes=29), 30, 4, T0 + timedelta(hours=1)) == []
+    assert due(pending, T0, T0 + timedelta(minutes=31), 30, 4, T0 + timedelta(hours=1)) == [
+        Due(Part.OPENED), Due(Part.RESOLVED),
+    ]  # fmt: skip
 
 
 def test_it_names_a_clusters_return_recovered() -> None:

@@ -18,6 +18,7 @@ from jobs.choices import JobPhase
 from notify.choices import Event, Kind
 from notify.deliver import drain
 from notify.facts import failure_facts
+from notify.fanout import fan_out
 from notify.render import render
 from notify.watch import after_cycle
 from tests.notify.conftest import channel, job_of, subscribe
@@ -57,6 +58,7 @@ def test_it_names_the_failure_in_the_webhook_payload_in_each_channels_language(
         hook = channel(alice, f"{receiver.url}/{language}", kind=Kind.WEBHOOK, language=language)
         subscribe(alice, hook, Event.JOB_FAILED)
     after_cycle(cluster, {job.pk}, {}, T0)
+    fan_out(T0)  # as the notify worker's drain does
     drain(T0)
     said = {r.path.rsplit("/", 1)[-1]: r.json()["data"]["failure"] for r in receiver.received}
     assert said["en"] == {
@@ -81,6 +83,7 @@ def test_it_names_no_failure_for_a_run_that_has_none(
     nccl_timeout(job=job, run=1).save()
     subscribe(alice, channel(alice, receiver.url), Event.JOB_FAILED)
     after_cycle(cluster, {job.pk}, {}, T0)
+    fan_out(T0)  # as the notify worker's drain does
     drain(T0)
     (message,) = receiver.received
     assert message.json()["data"]["failure"] is None

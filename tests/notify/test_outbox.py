@@ -1,5 +1,6 @@
-"""Occurrences and their messages written in the transaction of the state change that causes
-them, once per (subscription, Job, run, event, occurrence), issue 32 §Build 1 and 3."""
+"""Occurrences written in the transaction of the state change that causes them, and their
+messages by the notify worker that its commit starts (notify.record.fan_out), once per
+(subscription, Job, run, event, occurrence), issue 32 §Build 1 and 3."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import connection, transaction
+from django.utils import timezone
 
 from console.models import Addon, Cluster
 from jobs.choices import JobPhase
@@ -19,6 +21,7 @@ from jobs.models import Job
 from jobs.workload.intake import BATCH
 from jobs.workload.report import record
 from notify.choices import Event, ScopeKind
+from notify.fanout import fan_out
 from notify.models import Condition, Outbox, Watch
 from notify.record import AT_ONCE
 from notify.watch import after_cycle, remember
@@ -33,8 +36,11 @@ def cycle(
     touched: set[int] | None = None,
     addons: dict[str, str] | None = None,
 ) -> int:
+    """A cycle's notification step, then the notify worker's drain that its commit starts."""
     cluster.refresh_from_db()
-    return after_cycle(cluster, touched or set(), addons or {}, at)
+    written = after_cycle(cluster, touched or set(), addons or {}, at)
+    fan_out(at)
+    return written
 
 
 def say(job: Job, moment: datetime, seq: int, **message: Any) -> None:
@@ -140,6 +146,8 @@ def test_it_says_a_policys_stop_once(alice: User, cluster: Cluster) -> None:
     job = job_of(alice, cluster, spec=spec)
     say(job, T0, 1, kind="completion", outcome="succeeded")
     say(job, T0, 2, kind="completion", outcome="succeeded")
+    assert Condition.objects.filter(event="job.stopped_by_console").count() == 1
+    fan_out(T0)
     assert sent("event") == [("job.stopped_by_console",)]
 
 
@@ -185,7 +193,8 @@ def test_a_quiet_cycle_reads_once_and_writes_nothing(
 def test_it_notices_a_failed_job_in_the_sync_cycle_that_observes_it(
     alice: User, sim: Any, tmp_path: Any
 ) -> None:
-    """End to end on simcluster: the cycle that writes Failed writes the message with it."""
+    """End to end on simcluster: the cycle that writes Failed opens the occurrence with it;
+    the drain its commit starts writes the message."""
     from console.engine.cycle import sync_cluster
     from tests.conftest import register_sim
     from tests.engine.conftest import phase_of, submit, sync_until, task
@@ -196,8 +205,11 @@ def test_it_notices_a_failed_job_in_the_sync_cycle_that_observes_it(
         alice, cluster, "bad", task("eval", kind="Job", command=["sim", "crash", "5", "3"])
     )
     sync_until(cluster, lambda: phase_of(bad) == "Failed")
+    assert Condition.objects.filter(event="job.failed", job=bad).exists()
+    fan_out(timezone.now())
     assert sent("event", "job_id") == [("job.failed", bad.pk)]
     sync_cluster(cluster.pk)
+    fan_out(timezone.now())
     assert Outbox.objects.count() == 1
 
 
@@ -252,6 +264,7 @@ def test_two_workers_judging_at_once_write_one_message(alice: User, cluster: Clu
         thread.join(timeout=30)
     assert errors == []
     assert Condition.objects.count() == 1
+    fan_out(T0)
     assert sent("event") == [("job.failed",)]
 
 
@@ -283,3 +296,64 @@ def test_a_message_folded_while_a_cycle_judged_keeps_its_watch_due(
     assert Watch.objects.get().due_at == AT_ONCE
     remember(cluster.pk, [(job.pk, T0 + timedelta(minutes=5), 2)])
     assert Watch.objects.get().due_at == T0 + timedelta(minutes=5)
+
+
+def test_it_says_a_stall_that_ended_before_its_messages_were_written(
+    alice: User, cluster: Cluster
+) -> None:
+    """The notify worker was down while a run stalled and moved again: its next drain writes
+    both messages, the beginning and the end (notify.events.due)."""
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    spec = {"tasks": [], "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 3600}}
+    job = job_of(alice, cluster, spec=spec)
+    say(job, T0, 1, kind="progress", step=7)
+    stalled = T0 + timedelta(minutes=2)
+    after_cycle(cluster, set(), {}, stalled)
+    moved = stalled + timedelta(seconds=30)
+    say(job, moved, 2, kind="progress", step=8)
+    cluster.refresh_from_db()
+    after_cycle(cluster, set(), {}, moved)
+    assert Outbox.objects.count() == 0
+    fan_out(moved + timedelta(seconds=1))
+    assert sent("event", "part") == [
+        ("workload.stalled", "opened"), ("workload.stalled", "resolved"),
+    ]  # fmt: skip
+
+
+def test_a_restart_that_keeps_the_phase_does_not_judge_the_job_again(
+    alice: User, cluster: Cluster, django_assert_num_queries: Any
+) -> None:
+    """A Job's events follow from its phase, run, stop and report: a cycle that only touched
+    its pods (a container restart) does not judge it, unless it was never judged (a new Job's
+    pending clock starts in the first cycle that touches it)."""
+    subscribe(alice, channel(alice), Event.JOB_PENDING_TOO_LONG, pending_minutes=10)
+    job = job_of(alice, cluster, phase=JobPhase.PENDING)
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=True)
+    Watch.objects.all().delete()  # as before any cycle judged it
+    cluster.refresh_from_db()
+    after_cycle(cluster, set(), {}, T0, touched={job.pk})
+    assert list(Condition.objects.values_list("event", flat=True)) == ["job.pending_too_long"]
+    Job.objects.filter(pk=job.pk).update(phase=JobPhase.FAILED)  # not written by this cycle
+    with django_assert_num_queries(2):  # the watches due; the touched Jobs never judged: none
+        after_cycle(cluster, set(), {}, T0 + timedelta(seconds=10), touched={job.pk})
+    assert Condition.objects.count() == 1
+    after_cycle(cluster, {job.pk}, {}, T0 + timedelta(seconds=20))  # its phase written
+    assert Condition.objects.filter(event="job.failed").exists()
+
+
+def test_a_new_subscriber_hears_what_a_followed_job_is_in_already(
+    alice: User, bob: User, cluster: Cluster
+) -> None:
+    """Alice's subscription opened the stall; Bob subscribes later and hears it at the next
+    drain, not only at its end."""
+    subscribe(alice, channel(alice), Event.WORKLOAD_STALLED)
+    spec = {"tasks": [], "policies": {"stall_after_seconds": 60, "heartbeat_seconds": 3600}}
+    job = job_of(alice, cluster, spec=spec)
+    say(job, T0, 1, kind="progress", step=7)
+    cycle(cluster, T0 + timedelta(minutes=2))
+    assert sent("subscription__user__username") == [("alice",)]
+    subscribe(bob, channel(bob), Event.WORKLOAD_STALLED, scope=ScopeKind.JOB, job=job)
+    fan_out(T0 + timedelta(minutes=3))
+    assert sent("subscription__user__username", "part") == [
+        ("alice", "opened"), ("bob", "opened"),
+    ]  # fmt: skip
