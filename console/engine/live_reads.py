@@ -52,7 +52,8 @@ class LogUnavailable(Exception):
     a container still waiting); otherwise the cluster could not be reached (`reason`)."""
 
     def __init__(self, gone: bool = False, detail: str = "", reason: Message | None = None):
-        super().__init__(detail or str(reason))
+        said = detail or (str(reason) if reason else "")
+        super().__init__(said or ("the API server has no such pod" if gone else "unreadable"))
         self.gone, self.detail, self.reason = gone, detail, reason
 
     @property
