@@ -12,6 +12,7 @@ binary, psycopg loads them in C, in UTC as the connection's time zone is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
@@ -84,8 +85,14 @@ def update(model: type[models.Model], columns: Sequence[str], rows: Sequence[Seq
 
 def rows_of(fields: Sequence[models.Field[Any, Any]]) -> str:
     """A SELECT of the rows passed as its one parameter (`as_json`): columns c0, c1, ... one a
-    field, of the field's type on PostgreSQL (SQLite stores what it is given)."""
-    if connection.vendor == "postgresql":
+    field, of the field's type on PostgreSQL (SQLite stores what it is given). The same text
+    every time, so psycopg parses it once and PostgreSQL prepares it."""
+    return _rows_of(connection.vendor, tuple(fields))
+
+
+@functools.cache
+def _rows_of(vendor: str, fields: tuple[models.Field[Any, Any], ...]) -> str:
+    if vendor == "postgresql":
         typed = (
             f"CAST(e.value ->> {index} AS {field.db_type(connection)}) AS c{index}"
             for index, field in enumerate(fields)
