@@ -177,14 +177,18 @@ class RunStates:
     def __init__(self, run: Run, report_at: ReportAt | None = None) -> None:
         self.run = run
         self.report_at: ReportAt = report_at or (lambda _moment: run.report)
-        self._classes: dict[tuple[datetime, PodState, bool], UsageClass] = {}
+        self._classes: dict[tuple[datetime | None, PodState, bool], UsageClass] = {}
         self._points: dict[int, list[datetime]] = {}
         self._fixed = None if report_at else turning_points(run.report, run.run, run.policies)
+        # A report with no turning point (none, another run's, a completion): time alone
+        # cannot change the run's state (jobs.status.workload.turning_points), so one judgement
+        # serves every moment, also for pods judged at their own end or start rather than now.
+        self._timeless = self._fixed == []
 
     def class_at(self, moment: datetime, pod: PodState, now_or_sticky: bool) -> UsageClass:
         """A second's class. The Job's own facts (stopped, Failed) are known as of now only:
         before then they count only when the stored class already came from them (sticky)."""
-        key = (moment, pod, now_or_sticky)
+        key = (None if self._timeless else moment, pod, now_or_sticky)
         found = self._classes.get(key)
         if found is None:
             run = self.run
@@ -470,26 +474,8 @@ def roll_up(closed: Sequence[Rolled]) -> int:
     if not closed:
         return 0
     names = _names({row.job_id for row in closed})
-    hours: Sums = defaultdict(lambda: [0.0, 0.0])
-    for row in closed:
-        assert row.ended_at is not None
-        for hour, part in by_hour(row.usage_class, row.gpus, row.started_at, row.ended_at):
-            total = hours[(hour, row.job_id, row.run, row.usage_class)]
-            total[0] += part.gpu_seconds
-            total[1] += part.wasted_gpu_seconds
-    days: Sums = defaultdict(lambda: [0.0, 0.0])
-    groups: Sums = defaultdict(lambda: [0.0, 0.0])
-    totals: Sums = defaultdict(lambda: [0.0, 0.0])
-    for (hour, job_id, run, klass), sums in hours.items():
-        named = names.get(job_id, _GONE)
-        group = (named["project_name"], named["username"], named["cluster_name"])
-        for key in ((day_of(hour), job_id, run, klass), (day_of(hour), *group, klass)):
-            into = days if len(key) == 4 else groups
-            into[key][0] += sums[0]
-            into[key][1] += sums[1]
-        if job_id in names:
-            totals[(job_id, run, klass)][0] += sums[0]
-            totals[(job_id, run, klass)][1] += sums[1]
+    hours = _hours(closed)
+    days, groups, totals = _days(hours, names)
     by_job = ("job_id", "run", "usage_class")
     return (
         _add(UsageHour, ("hour", *by_job), hours, names)
@@ -497,6 +483,39 @@ def roll_up(closed: Sequence[Rolled]) -> int:
         + _add(UsageGroupDay, ("day", *_GROUP, "usage_class"), groups)
         + _add(UsageTotal, by_job, totals)
     )
+
+
+def _hours(closed: Sequence[Rolled]) -> Sums:
+    """The seconds by hour, run and class."""
+    hours: Sums = defaultdict(lambda: [0.0, 0.0])
+    for row in closed:
+        assert row.ended_at is not None
+        run = (row.job_id, row.run, row.usage_class)
+        for hour, part in by_hour(row.usage_class, row.gpus, row.started_at, row.ended_at):
+            total = hours[(hour, *run)]
+            total[0] += part.gpu_seconds
+            total[1] += part.wasted_gpu_seconds
+    return hours
+
+
+def _days(hours: Sums, names: dict[int, dict[str, Any]]) -> tuple[Sums, Sums, Sums]:
+    """The hours' seconds by day, run and class; by day, group and class; by run and class
+    (of the Jobs that still exist), each added in the hours' order."""
+    days: Sums = defaultdict(lambda: [0.0, 0.0])
+    groups: Sums = defaultdict(lambda: [0.0, 0.0])
+    totals: Sums = defaultdict(lambda: [0.0, 0.0])
+    day_of_hour: dict[datetime, datetime] = {}
+    for (hour, job_id, run, klass), (seconds, wasted) in hours.items():
+        day = day_of_hour.get(hour) or day_of_hour.setdefault(hour, day_of(hour))
+        named = names.get(job_id, _GONE)
+        group = (day, named["project_name"], named["username"], named["cluster_name"], klass)
+        sums = [days[(day, job_id, run, klass)], groups[group]]
+        if job_id in names:
+            sums.append(totals[(job_id, run, klass)])
+        for total in sums:
+            total[0] += seconds
+            total[1] += wasted
+    return days, groups, totals
 
 
 Sums = dict[tuple[Any, ...], list[float]]

@@ -132,9 +132,9 @@ def wasted_seconds(klass: str, since: datetime, start: datetime, end: datetime) 
     return 0.0
 
 
-@dataclass(frozen=True)
-class Share:
-    """An interval's GPU-seconds inside a window."""
+class Share(NamedTuple):
+    """An interval's GPU-seconds inside a window (a tuple: the roll-ups make one per hour of
+    each interval a sync closes)."""
 
     gpu_seconds: float
     wasted_gpu_seconds: float
