@@ -35,6 +35,7 @@ from console.models import Cluster, Project
 from jobs.choices import JobPhase, UsageClass
 from jobs.models import Job
 from jobs.status.usage import (
+    PodMoments,
     PodSpan,
     PodState,
     Timeline,
@@ -212,7 +213,7 @@ class RunStates:
         return found
 
 
-def _class_at(span: PodSpan, states: RunStates, stored: UsageClass, end: datetime
+def _class_at(span: PodMoments, states: RunStates, stored: UsageClass, end: datetime
               ) -> Callable[[datetime], UsageClass]:  # fmt: skip
     """A second's class of the pod: its own state then, and its run's (RunStates.class_at),
     judged as of now from `end` on, before it as of now only if the stored class is sticky."""
@@ -224,7 +225,7 @@ def _class_at(span: PodSpan, states: RunStates, stored: UsageClass, end: datetim
     return class_at
 
 
-def judged(stored: Open, span: PodSpan, states: RunStates, end: datetime) -> Timeline:
+def judged(stored: Open, span: PodMoments, states: RunStates, end: datetime) -> Timeline:
     """The classes of the pod from its open interval's start until `end`: (since, class)
     changes, the first the stored one. Its points: its own moments and its run's turning
     points; none for a gap, which is not guessed but judged at its end. Most pods have no point
@@ -301,17 +302,18 @@ def advance(
     closed at the first change, the classes after it, the last left open unless the pod ended.
     `span` and `node`: the pod's new facts, when the sync saw it change (else as stored); new
     facts that change no class are stored on the open interval."""
-    facts = stored.span if span is None else span
-    end = max(stored.started_at, min(facts.ended_at or now, now))
-    changes = judged(stored, facts, states, end)
-    if facts.ended_at is not None and len(changes) > 1 and changes[-1][0] >= end:
+    ended_at = None if span is None else span.ended_at
+    end = max(stored.started_at, min(ended_at or now, now))
+    changes = judged(stored, stored if span is None else span, states, end)
+    if ended_at is not None and len(changes) > 1 and changes[-1][0] >= end:
         changes.pop()  # a class judged at the very end of a pod that ended holds no second
     node = stored.node_name if node is None else node
-    if len(changes) == 1 and facts.ended_at is None:
+    if len(changes) == 1 and ended_at is None:
         if span is not None and (span != stored.span or node != stored.node_name):
             ledger.facts.append((stored, span, node))
         return
     closes_at = changes[1][0] if len(changes) > 1 else end
+    facts = stored.span if span is None else span
     ledger.steps.append(Step(stored, closes_at, _rows(stored, facts, changes[1:], end, node)))
 
 

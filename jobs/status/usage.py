@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from jobs.choices import WASTED_CLASSES, JobPhase, UsageClass, WorkloadState
 from jobs.status.workload import JUST_AFTER
@@ -70,7 +70,19 @@ class PodState(StrEnum):
     STOPPING = "stopping"
 
 
-def pod_state_at(span: PodSpan, moment: datetime) -> PodState:
+class PodMoments(Protocol):
+    """The moments of a pod its own state is read from: a PodSpan's, or the ledger's stored
+    open interval's (which keeps them, so that a pod that did not change needs no PodSpan)."""
+
+    @property
+    def running_at(self) -> datetime | None: ...
+    @property
+    def stopping_at(self) -> datetime | None: ...
+    @property
+    def waiting_since(self) -> datetime | None: ...
+
+
+def pod_state_at(span: PodMoments, moment: datetime) -> PodState:
     """The pod's own part of the class at `moment` (PodState)."""
     if span.stopping_at is not None and moment >= span.stopping_at:
         return PodState.STOPPING
