@@ -9,6 +9,12 @@ how often the console looks. Closing is a conditional UPDATE (the interval still
 class): a sync and a signal that judge the same run at once close it once. Every closed interval
 is added to its hours (`UsageHour`) in the same transaction.
 
+A sync judges every open interval of the Jobs it touched (a change of one pod or of its Job can
+change the class of the Job's other pods), so the judging and writing here are per row as cheap
+as they can be: rows read and written as tuples in a few statements whatever their number, and
+a run's own state judged once per moment for all of its pods (docs/benchmarks.md, "GPU-hours
+ledger in the sync cycle").
+
 An unreachable cluster's open intervals are closed at its last successful sync and continue as
 `unknown` (ARCHITECTURE §Principles: not guessed) until a sync reads it again.
 """
@@ -16,18 +22,22 @@ An unreachable cluster's open intervals are closed at its last successful sync a
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
+from django.contrib.auth.models import User
 from django.db import connection, models, transaction
-from django.db.models import Case, DateTimeField, Q, Value, When
+from django.db.models import Q
 
+from console.models import Cluster, Project
 from jobs.choices import JobPhase, UsageClass
 from jobs.models import Job
 from jobs.status.usage import (
+    PodMoments,
     PodSpan,
+    PodState,
     Timeline,
     by_hour,
     day_of,
@@ -36,22 +46,16 @@ from jobs.status.usage import (
     usage_class,
 )  # fmt: skip
 from jobs.status.workload import Report, judge, turning_points
+from usage import statements
 from usage.models import GpuInterval, UsageDay, UsageGroupDay, UsageHour, UsageTotal
 from usage.policy import due_stop, stop_if_idle
 from usage.runs import Run, runs
 
-# The columns of an open interval the ledger reads.
-_OPEN = (
-    "pk", "job_id", "run", "task_id", "cluster_id", "pod_uid", "pod_name", "node_name", "gpus",
-    "usage_class", "started_at", "bound_at", "running_at", "stopping_at", "waiting_since",
-    "due_at",
-)  # fmt: skip
 STICKY = frozenset({UsageClass.STOPPING, UsageClass.FAILED})
 
 
-@dataclass(frozen=True)
-class Open:
-    """An open interval as stored."""
+class Open(NamedTuple):
+    """An open interval as stored: the columns the ledger reads (a tuple, as the rows come)."""
 
     pk: int
     job_id: int
@@ -75,6 +79,26 @@ class Open:
         return PodSpan(
             self.gpus, self.bound_at, self.running_at, self.stopping_at, None, self.waiting_since
         )
+
+
+class Interval(NamedTuple):
+    """An interval to insert, by its columns (`due_at` is set when it is written)."""
+
+    job_id: int
+    run: int
+    task_id: int
+    cluster_id: int
+    pod_uid: str
+    pod_name: str
+    node_name: str
+    gpus: int
+    usage_class: str
+    started_at: datetime
+    ended_at: datetime | None
+    bound_at: datetime | None
+    running_at: datetime | None
+    stopping_at: datetime | None
+    waiting_since: datetime | None
 
 
 @dataclass(frozen=True)
@@ -111,8 +135,33 @@ class Pod:
 
 
 def open_intervals(selection: Q) -> list[Open]:
-    rows = GpuInterval.objects.filter(selection, ended_at__isnull=True).values_list(*_OPEN)
-    return [Open(*row) for row in rows]
+    rows = GpuInterval.objects.filter(selection, ended_at__isnull=True).values_list(*Open._fields)
+    return list(map(Open._make, rows))
+
+
+def open_of_sync(cluster_id: int, uids: Collection[str], job_ids: Collection[int], now: datetime
+                 ) -> list[Open]:  # fmt: skip
+    """The open intervals a sync judges: its cluster's due ones, the changed pods' and the
+    touched Jobs', in the models' order. One raw SELECT of the same text every cycle (the
+    ORM's building of it with a hundred Jobs and pods cost more than reading the rows), a
+    UNION so that each part reads its own index."""
+    uid, job = statements.fields_of(GpuInterval, ["pod_uid", "job_id"])
+    uid_listed, uid_param = statements.one_of(uid, uids)
+    job_listed, job_param = statements.one_of(job, job_ids)
+    select = (
+        f"SELECT id, {', '.join(Open._fields[1:])} FROM {statements.table(GpuInterval)} "
+        "WHERE ended_at IS NULL AND"
+    )
+    rows = statements.fetch(
+        f"{select} cluster_id = %s AND due_at <= %s UNION {select} pod_uid IN {uid_listed} "
+        f"UNION {select} job_id IN {job_listed} ORDER BY job_id, started_at, id",
+        [cluster_id, connection.ops.adapt_datetimefield_value(now), uid_param, job_param],
+        _OPEN_DATETIMES,
+    )  # fmt: skip
+    return list(map(Open._make, rows))
+
+
+_OPEN_DATETIMES = frozenset(range(Open._fields.index("started_at"), len(Open._fields)))
 
 
 # --- judging ---------------------------------------------------------------------------------
@@ -121,38 +170,75 @@ def open_intervals(selection: Q) -> list[Open]:
 ReportAt = Callable[[datetime], Report | None]
 
 
-def _class_at(span: PodSpan, run: Run, stored: UsageClass, end: datetime, report_at: ReportAt
+class RunStates:
+    """A run's own part of its pods' classes, judged once a moment for all of its pods (they
+    are judged at the same moments: the run's turning points and the moment of judging): what
+    a pod adds is its own state then (jobs.status.usage.pod_state_at)."""
+
+    def __init__(self, run: Run, report_at: ReportAt | None = None) -> None:
+        self.run = run
+        self.report_at: ReportAt = report_at or (lambda _moment: run.report)
+        self._classes: dict[tuple[datetime | None, PodState, bool], UsageClass] = {}
+        self._points: dict[int, list[datetime]] = {}
+        self._fixed = None if report_at else turning_points(run.report, run.run, run.policies)
+        # A report with no turning point (none, another run's, a completion): time alone
+        # cannot change the run's state (jobs.status.workload.turning_points), so one judgement
+        # serves every moment, also for pods judged at their own end or start rather than now.
+        self._timeless = self._fixed == []
+
+    def class_at(self, moment: datetime, pod: PodState, now_or_sticky: bool) -> UsageClass:
+        """A second's class. The Job's own facts (stopped, Failed) are known as of now only:
+        before then they count only when the stored class already came from them (sticky)."""
+        key = (None if self._timeless else moment, pod, now_or_sticky)
+        found = self._classes.get(key)
+        if found is None:
+            run = self.run
+            failed = run.phase == JobPhase.FAILED and not now_or_sticky
+            phase = JobPhase.RUNNING if failed else run.phase
+            state = judge(self.report_at(moment), phase, run.run, run.policies, moment)[0]
+            found = usage_class(pod, phase, run.stopped and now_or_sticky, state)
+            self._classes[key] = found
+        return found
+
+    def points(self, moment: datetime) -> list[datetime]:
+        """The turning points of the report as it was at `moment` (keyed by the report itself:
+        a report is not hashable, and lives as long as this)."""
+        if self._fixed is not None:  # one report whatever the moment
+            return self._fixed
+        report = self.report_at(moment)
+        found = self._points.get(id(report))
+        if found is None:
+            found = turning_points(report, self.run.run, self.run.policies)
+            self._points[id(report)] = found
+        return found
+
+
+def _class_at(span: PodMoments, states: RunStates, stored: UsageClass, end: datetime
               ) -> Callable[[datetime], UsageClass]:  # fmt: skip
-    """A second's class. The Job's own facts (stopped, Failed) are known as of now only: before
-    `end` they count only when the stored class already came from them (they are sticky)."""
+    """A second's class of the pod: its own state then, and its run's (RunStates.class_at),
+    judged as of now from `end` on, before it as of now only if the stored class is sticky."""
     sticky = stored in STICKY
 
     def class_at(moment: datetime) -> UsageClass:
-        now_or_sticky = moment >= end or sticky
-        phase = run.phase if now_or_sticky or run.phase != JobPhase.FAILED else JobPhase.RUNNING
-        stopped = run.stopped and now_or_sticky
-        report = report_at(moment)
-        state = judge(report, phase, run.run, run.policies, moment)[0]
-        return usage_class(pod_state_at(span, moment), phase, stopped, state)
+        return states.class_at(moment, pod_state_at(span, moment), sticky or moment >= end)
 
     return class_at
 
 
-def _points(span: PodSpan, run: Run, report: Report | None) -> list[datetime]:
-    pod = [span.running_at, span.stopping_at, span.waiting_since]
-    return [*(p for p in pod if p is not None), *turning_points(report, run.run, run.policies)]
-
-
-def judged(
-    stored: Open, span: PodSpan, run: Run, end: datetime, report_at: ReportAt | None = None
-) -> list[tuple[datetime, UsageClass]]:
+def judged(stored: Open, span: PodMoments, states: RunStates, end: datetime) -> Timeline:
     """The classes of the pod from its open interval's start until `end`: (since, class)
-    changes, the first the stored one."""
-    at = report_at or (lambda _moment: run.report)
-    class_at = _class_at(span, run, stored.usage_class, end, at)
-    unknown = stored.usage_class == UsageClass.UNKNOWN  # a gap is not guessed: judged at its end
-    points = [] if unknown else _points(span, run, at(stored.started_at))
-    return timeline(stored.started_at, stored.usage_class, end, points, class_at)
+    changes, the first the stored one. Its points: its own moments and its run's turning
+    points; none for a gap, which is not guessed but judged at its end. Most pods have no point
+    inside their interval: their class at `end` alone is judged, as `timeline` would."""
+    start, klass = stored.started_at, stored.usage_class
+    points = []
+    if klass != UsageClass.UNKNOWN:
+        own = (span.running_at, span.stopping_at, span.waiting_since, *states.points(start))
+        points = [p for p in own if p is not None and start < p < end]
+    if points:
+        return timeline(start, klass, end, points, _class_at(span, states, klass, end))
+    at_end = states.class_at(end, pod_state_at(span, end), True)
+    return [(start, klass)] if at_end == klass else [(start, klass), (end, at_end)]
 
 
 def next_due(runs_: Iterable[Run], now: datetime) -> dict[int, datetime | None]:
@@ -176,7 +262,7 @@ class Step:
 
     stored: Open | None
     closes_at: datetime | None
-    rows: list[GpuInterval]
+    rows: list[Interval]
 
 
 @dataclass
@@ -188,48 +274,50 @@ class Ledger:
     due: dict[int, datetime | None] = field(default_factory=dict)
 
 
-def _interval(base: Open, span: PodSpan, klass: UsageClass, start: datetime, node: str
-              ) -> GpuInterval:  # fmt: skip
-    return GpuInterval(
-        job_id=base.job_id, run=base.run, task_id=base.task_id, cluster_id=base.cluster_id,
-        pod_uid=base.pod_uid, pod_name=base.pod_name, node_name=node, gpus=span.gpus,
-        usage_class=klass, started_at=start, bound_at=span.bound_at, running_at=span.running_at,
-        stopping_at=span.stopping_at, waiting_since=span.waiting_since,
+def _interval(base: Open, span: PodSpan, klass: UsageClass, start: datetime, node: str,
+              ended_at: datetime | None = None) -> Interval:  # fmt: skip
+    return Interval(
+        base.job_id, base.run, base.task_id, base.cluster_id, base.pod_uid, base.pod_name, node,
+        span.gpus, klass, start, ended_at, span.bound_at, span.running_at, span.stopping_at,
+        span.waiting_since,
     )  # fmt: skip
 
 
 def _rows(base: Open, span: PodSpan, changes: Timeline, end: datetime, node: str
-          ) -> list[GpuInterval]:  # fmt: skip
+          ) -> list[Interval]:  # fmt: skip
     """An interval per change; each closed at the next, the last open unless the pod ended."""
     rows = []
     for index, (since, klass) in enumerate(changes):
-        row = _interval(base, span, klass, since, node)
         following = changes[index + 1][0] if index + 1 < len(changes) else None
-        row.ended_at = following or (end if span.ended_at is not None else None)
-        rows.append(row)
+        ended_at = following or (end if span.ended_at is not None else None)
+        rows.append(_interval(base, span, klass, since, node, ended_at))
     return rows
 
 
 def advance(
-    ledger: Ledger, stored: Open, span: PodSpan, run: Run, now: datetime,
-    report_at: ReportAt | None = None, node: str | None = None,
+    ledger: Ledger, stored: Open, states: RunStates, now: datetime,
+    span: PodSpan | None = None, node: str | None = None,
 ) -> None:  # fmt: skip
-    """Adds to `ledger` what the pod's new facts and its run's state change: the open interval
-    closed at the first change, the classes after it, the last left open unless the pod ended."""
-    end = max(stored.started_at, min(span.ended_at or now, now))
-    changes = judged(stored, span, run, end, report_at)
-    if span.ended_at is not None and len(changes) > 1 and changes[-1][0] >= end:
+    """Adds to `ledger` what the pod's facts and its run's state change: the open interval
+    closed at the first change, the classes after it, the last left open unless the pod ended.
+    `span` and `node`: the pod's new facts, when the sync saw it change (else as stored); new
+    facts that change no class are stored on the open interval."""
+    ended_at = None if span is None else span.ended_at
+    end = max(stored.started_at, min(ended_at or now, now))
+    changes = judged(stored, stored if span is None else span, states, end)
+    if ended_at is not None and len(changes) > 1 and changes[-1][0] >= end:
         changes.pop()  # a class judged at the very end of a pod that ended holds no second
     node = stored.node_name if node is None else node
-    if len(changes) == 1 and span.ended_at is None:
-        if span != stored.span or node != stored.node_name:
+    if len(changes) == 1 and ended_at is None:
+        if span is not None and (span != stored.span or node != stored.node_name):
             ledger.facts.append((stored, span, node))
         return
     closes_at = changes[1][0] if len(changes) > 1 else end
-    ledger.steps.append(Step(stored, closes_at, _rows(stored, span, changes[1:], end, node)))
+    facts = stored.span if span is None else span
+    ledger.steps.append(Step(stored, closes_at, _rows(stored, facts, changes[1:], end, node)))
 
 
-def opened(ledger: Ledger, pod: Pod, run: Run, now: datetime) -> None:
+def opened(ledger: Ledger, pod: Pod, states: RunStates, now: datetime) -> None:
     """A pod seen holding GPUs for the first time: its classes since it was bound."""
     span = span_of(pod, None, now)
     observed = pod.observation
@@ -240,60 +328,61 @@ def opened(ledger: Ledger, pod: Pod, run: Run, now: datetime) -> None:
         observed.node_name, span.gpus, UsageClass.STARTING, span.bound_at, span.bound_at,
         span.running_at, span.stopping_at, span.waiting_since, None,
     )  # fmt: skip
-    first = _class_at(span, run, UsageClass.STARTING, end, lambda _m: run.report)(span.bound_at)
-    seed = replace(seed, usage_class=first)
-    changes = judged(seed, span, run, end)
+    first = _class_at(span, states, UsageClass.STARTING, end)(span.bound_at)
+    seed = seed._replace(usage_class=first)
+    changes = judged(seed, span, states, end)
     ledger.steps.append(Step(None, None, _rows(seed, span, changes, end, observed.node_name)))
 
 
 def write(ledger: Ledger) -> int:
-    """Closes, opens and rolls up (in the caller's transaction, or one of its own). A step
-    whose interval another writer closed first is left out whole."""
-    written = 0
-    fresh: list[GpuInterval] = []
-    closed: list[Closed | GpuInterval] = []
+    """Closes, opens and rolls up (in the caller's transaction, or one of its own), each in one
+    statement whatever the number of rows. A step whose interval another writer closed first
+    is left out whole."""
+    fresh: list[Interval] = []
+    closed: list[Closed] = []
     with transaction.atomic(savepoint=False):
-        closing = _close(ledger.steps)
+        closing = _close(ledger)
         for step in ledger.steps:
             if step.stored is not None and step.closes_at is not None:
                 if step.stored.pk not in closing:
                     continue
-                written += 1
                 closed.append(_closed(step.stored, step.closes_at))
             fresh += step.rows
-        for row in fresh:
-            row.due_at = ledger.due.get(row.job_id) if row.ended_at is None else None
-        GpuInterval.objects.bulk_create(fresh)
-        written += len(fresh) + _write_facts(ledger)
+        written = len(closed) + _insert(fresh, ledger.due) + _write_facts(ledger.facts)
         written += roll_up([*closed, *(row for row in fresh if row.ended_at is not None)])
     return written
 
 
-def _close(steps: Sequence[Step]) -> set[int]:
+def _close(ledger: Ledger) -> set[int]:
     """Closes the steps' intervals that are still open and of the class they were judged from,
-    in one UPDATE; returns their pks. The rows are locked first, in pk order, so that a sync and
-    a signal closing the same intervals at once wait for each other (never a deadlock) and the
-    second finds them closed."""
+    in one UPDATE; returns their pks. The rows it writes (those and the ones whose facts change)
+    are locked first, in pk order, so that a sync and a signal writing the same intervals at
+    once wait for each other (never a deadlock) and the second finds them closed."""
     wanted = {
         step.stored.pk: step
-        for step in steps
+        for step in ledger.steps
         if step.stored is not None and step.closes_at is not None
     }  # fmt: skip
-    if not wanted:
+    locking = [*wanted, *(stored.pk for stored, _span, _node in ledger.facts)]
+    if not locking:
         return set()
-    still_open = (
-        GpuInterval.objects.select_for_update()
-        .filter(pk__in=wanted, ended_at__isnull=True)
-        .order_by("pk")
-        .values_list("pk", "usage_class")
-    )
-    closing = {pk for pk, klass in still_open if klass == _stored(wanted[pk]).usage_class}
-    if closing:
-        moments = [When(pk=pk, then=Value(wanted[pk].closes_at)) for pk in sorted(closing)]
-        GpuInterval.objects.filter(pk__in=closing).update(
-            ended_at=Case(*moments, output_field=DateTimeField()), due_at=None
-        )
+    listed, param = statements.one_of(statements.fields_of(GpuInterval, ["pk"])[0], locking)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    still_open = statements.fetch(
+        f"SELECT id, usage_class FROM {statements.table(GpuInterval)} "
+        f"WHERE id IN {listed} AND ended_at IS NULL ORDER BY id{lock}",
+        [param], (),
+    )  # fmt: skip
+    closing = {
+        pk for pk, klass in still_open if pk in wanted and klass == _stored(wanted[pk]).usage_class
+    }  # fmt: skip
+    ends = [(pk, wanted[pk].closes_at, None) for pk in sorted(closing)]
+    if ends:
+        statements.update(GpuInterval, ["ended_at", "due_at"], ends, _STILL_OPEN)
     return closing
+
+
+_STILL_OPEN = f"{GpuInterval._meta.db_table}.ended_at IS NULL"
 
 
 def _stored(step: Step) -> Open:
@@ -301,9 +390,46 @@ def _stored(step: Step) -> Open:
     return step.stored
 
 
-@dataclass(frozen=True)
-class Closed:
-    """What the roll-ups read of a closed interval (a GpuInterval has the same attributes)."""
+def _write_facts(facts: Sequence[tuple[Open, PodSpan, str]]) -> int:
+    """The new facts of pods whose class did not change, on their open intervals."""
+    if not facts:
+        return 0
+    rows = [
+        (stored.pk, node, span.gpus, span.bound_at, span.running_at, span.stopping_at,
+         span.waiting_since)
+        for stored, span, node in facts
+    ]  # fmt: skip
+    columns = ["node_name", "gpus", "bound_at", "running_at", "stopping_at", "waiting_since"]
+    return statements.update(GpuInterval, columns, rows, _STILL_OPEN)
+
+
+def _insert(rows: Sequence[Interval], due: dict[int, datetime | None]) -> int:
+    """The new intervals, the open ones due when their run is, in one INSERT."""
+    if rows:
+        values = [(*row, due.get(row.job_id) if row.ended_at is None else None) for row in rows]
+        statements.insert(GpuInterval, [*Interval._fields, "due_at"], values)
+    return len(rows)
+
+
+class Rolled(Protocol):
+    """What the roll-ups read of a closed interval (a GpuInterval, an Interval, a Closed)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def run(self) -> int: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def usage_class(self) -> str: ...
+    @property
+    def started_at(self) -> datetime: ...
+    @property
+    def ended_at(self) -> datetime | None: ...
+
+
+class Closed(NamedTuple):
+    """A stored interval as it is closed, for the roll-ups."""
 
     job_id: int
     run: int
@@ -317,16 +443,6 @@ def _closed(stored: Open, ended_at: datetime) -> Closed:
     return Closed(
         stored.job_id, stored.run, stored.gpus, stored.usage_class, stored.started_at, ended_at
     )
-
-
-def _write_facts(ledger: Ledger) -> int:
-    written = 0
-    for stored, span, node in ledger.facts:
-        written += GpuInterval.objects.filter(pk=stored.pk, ended_at__isnull=True).update(
-            node_name=node, gpus=span.gpus, bound_at=span.bound_at, running_at=span.running_at,
-            stopping_at=span.stopping_at, waiting_since=span.waiting_since,
-        )  # fmt: skip
-    return written
 
 
 def set_due(due: dict[int, datetime | None], stored: Sequence[Open], now: datetime) -> int:
@@ -352,7 +468,7 @@ def set_due(due: dict[int, datetime | None], stored: Sequence[Open], now: dateti
 # --- the roll-ups ----------------------------------------------------------------------------
 
 
-def roll_up(closed: Sequence[Closed | GpuInterval]) -> int:
+def roll_up(closed: Sequence[Rolled]) -> int:
     """Adds the closed intervals' GPU-seconds to their hours and days (one row per hour or day,
     run and class), to their groups' days (project, person, cluster and class) and to their runs'
     totals: each row inserted or increased in one statement per table (concurrent writers add,
@@ -360,26 +476,8 @@ def roll_up(closed: Sequence[Closed | GpuInterval]) -> int:
     if not closed:
         return 0
     names = _names({row.job_id for row in closed})
-    hours: Sums = defaultdict(lambda: [0.0, 0.0])
-    for row in closed:
-        assert row.ended_at is not None
-        for hour, part in by_hour(row.usage_class, row.gpus, row.started_at, row.ended_at):
-            total = hours[(hour, row.job_id, row.run, row.usage_class)]
-            total[0] += part.gpu_seconds
-            total[1] += part.wasted_gpu_seconds
-    days: Sums = defaultdict(lambda: [0.0, 0.0])
-    groups: Sums = defaultdict(lambda: [0.0, 0.0])
-    totals: Sums = defaultdict(lambda: [0.0, 0.0])
-    for (hour, job_id, run, klass), sums in hours.items():
-        named = names.get(job_id, _GONE)
-        group = (named["project_name"], named["username"], named["cluster_name"])
-        for key in ((day_of(hour), job_id, run, klass), (day_of(hour), *group, klass)):
-            into = days if len(key) == 4 else groups
-            into[key][0] += sums[0]
-            into[key][1] += sums[1]
-        if job_id in names:
-            totals[(job_id, run, klass)][0] += sums[0]
-            totals[(job_id, run, klass)][1] += sums[1]
+    hours = _hours(closed)
+    days, groups, totals = _days(hours, names)
     by_job = ("job_id", "run", "usage_class")
     return (
         _add(UsageHour, ("hour", *by_job), hours, names)
@@ -389,11 +487,43 @@ def roll_up(closed: Sequence[Closed | GpuInterval]) -> int:
     )
 
 
+def _hours(closed: Sequence[Rolled]) -> Sums:
+    """The seconds by hour, run and class."""
+    hours: Sums = defaultdict(lambda: [0.0, 0.0])
+    for row in closed:
+        assert row.ended_at is not None
+        run = (row.job_id, row.run, row.usage_class)
+        for hour, part in by_hour(row.usage_class, row.gpus, row.started_at, row.ended_at):
+            total = hours[(hour, *run)]
+            total[0] += part.gpu_seconds
+            total[1] += part.wasted_gpu_seconds
+    return hours
+
+
+def _days(hours: Sums, names: dict[int, dict[str, Any]]) -> tuple[Sums, Sums, Sums]:
+    """The hours' seconds by day, run and class; by day, group and class; by run and class
+    (of the Jobs that still exist), each added in the hours' order."""
+    days: Sums = defaultdict(lambda: [0.0, 0.0])
+    groups: Sums = defaultdict(lambda: [0.0, 0.0])
+    totals: Sums = defaultdict(lambda: [0.0, 0.0])
+    day_of_hour: dict[datetime, datetime] = {}
+    for (hour, job_id, run, klass), (seconds, wasted) in hours.items():
+        day = day_of_hour.get(hour) or day_of_hour.setdefault(hour, day_of(hour))
+        named = names.get(job_id, _GONE)
+        group = (day, named["project_name"], named["username"], named["cluster_name"], klass)
+        sums = [days[(day, job_id, run, klass)], groups[group]]
+        if job_id in names:
+            sums.append(totals[(job_id, run, klass)])
+        for total in sums:
+            total[0] += seconds
+            total[1] += wasted
+    return days, groups, totals
+
+
 Sums = dict[tuple[Any, ...], list[float]]
 _GROUP = ("project_name", "username", "cluster_name")
 _NAMES = ("job_name", *_GROUP)
 _GONE = {"job_name": "", "project_name": "", "username": "", "cluster_name": ""}
-_BATCH = 500
 
 
 def _add(model: type[models.Model], keys: tuple[str, ...], sums: Sums,
@@ -402,32 +532,19 @@ def _add(model: type[models.Model], keys: tuple[str, ...], sums: Sums,
     rows created with the Job's names when `names` is given."""
     if not sums:
         return 0
-    meta = model._meta
     columns = [*keys, *(_NAMES if names is not None else ()), "gpu_seconds", "wasted_gpu_seconds"]
-    fields = [_field(model, column) for column in columns]
-    table = connection.ops.quote_name(meta.db_table)
-    quoted = [connection.ops.quote_name(field.column or field.name) for field in fields]
+    fields = statements.fields_of(model, columns)
+    table = statements.table(model)
+    quoted = [statements.column(field) for field in fields]
     conflict = ", ".join(quoted[: len(keys)])
     added = ", ".join(f"{column} = {table}.{column} + EXCLUDED.{column}" for column in quoted[-2:])
-    items = list(sums.items())
-    for offset in range(0, len(items), _BATCH):
-        batch = items[offset : offset + _BATCH]
-        values, params = [], []
-        for key, (seconds, wasted) in batch:
-            named = [] if names is None else _named(names, key[keys.index("job_id")])
-            row = [*key, *named, seconds, wasted]
-            params += [
-                field.get_db_prep_save(value, connection)
-                for field, value in zip(fields, row, strict=True)
-            ]
-            values.append("(" + ", ".join(["%s"] * len(columns)) + ")")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} ({', '.join(quoted)}) VALUES {', '.join(values)} "
-                f"ON CONFLICT ({conflict}) DO UPDATE SET {added}",
-                params,
-            )
-    return len(items)
+    job = keys.index("job_id") if names is not None else 0
+    rows = [
+        [*key, *([] if names is None else _named(names, key[job])), seconds, wasted]
+        for key, (seconds, wasted) in sums.items()
+    ]  # fmt: skip
+    statements.insert(model, columns, rows, f"ON CONFLICT ({conflict}) DO UPDATE SET {added}")
+    return len(rows)
 
 
 def _named(names: dict[int, dict[str, Any]], job_id: int) -> list[str]:
@@ -435,16 +552,16 @@ def _named(names: dict[int, dict[str, Any]], job_id: int) -> list[str]:
     return [found[name] for name in _NAMES]
 
 
-def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
-    field = model._meta.get_field(name)
-    assert isinstance(field, models.Field)
-    return field
-
-
 def _names(job_ids: set[int]) -> dict[int, dict[str, Any]]:
-    rows = Job.objects.filter(pk__in=job_ids).values_list(
-        "pk", "name", "project__name", "owner__username", "cluster__name"
-    )
+    """The names the roll-ups copy, of the Jobs that still exist (one raw SELECT)."""
+    listed, param = statements.one_of(statements.fields_of(Job, ["pk"])[0], job_ids)
+    tables = [statements.table(model) for model in (Job, Project, User, Cluster)]
+    rows = statements.fetch(
+        "SELECT j.id, j.name, p.name, u.username, c.name FROM {} AS j "
+        "JOIN {} AS p ON p.id = j.project_id LEFT JOIN {} AS u ON u.id = j.owner_id "
+        "JOIN {} AS c ON c.id = j.cluster_id ".format(*tables) + f"WHERE j.id IN {listed}",
+        [param], (),
+    )  # fmt: skip
     return {
         pk: {"job_name": name, "project_name": project, "username": user or "",
              "cluster_name": cluster}
@@ -461,7 +578,7 @@ def span_of(pod: Pod, stored: Open | None, now: datetime) -> PodSpan:
     observed = pod.observation
     if observed is None:
         base = stored.span if stored else PodSpan(0, None)
-        return replace(base, ended_at=pod.gone_at or now)
+        return base._replace(ended_at=pod.gone_at or now)
     waiting = stored.waiting_since if stored else None
     if observed.running_at is None and stored is not None and stored.running_at is not None:
         waiting = now
@@ -481,30 +598,24 @@ def after_sync(cluster_id: int, pods: Sequence[Pod], judged_jobs: Iterable[int],
                ) -> int:  # fmt: skip
     """The sync's one call, in its transaction: the changed pods, the touched Jobs and the runs
     due to be judged again; then the idle policy of the runs it judged. Returns rows written."""
-    uids = [pod.uid for pod in pods]
-    jobs = set(judged_jobs)
-    selection = Q(cluster_id=cluster_id, due_at__lte=now)
-    if uids:
-        selection |= Q(pod_uid__in=uids)
-    if jobs:
-        selection |= Q(job_id__in=jobs)
-    stored = open_intervals(selection)
+    stored = open_of_sync(cluster_id, [pod.uid for pod in pods], set(judged_jobs), now)
     by_uid = {row.pod_uid: row for row in stored}
     new_pods = _first_seen([pod for pod in pods if pod.uid not in by_uid])
     if not stored and not new_pods:
         return 0
     found = runs({row.job_id for row in stored} | {pod.job_id for pod in new_pods})
     ledger = Ledger(due=next_due(found.values(), now))
+    states = {job_id: RunStates(run) for job_id, run in found.items()}
     changed = {pod.uid: pod for pod in pods}
     for row in stored:
-        if row.job_id in found:
+        if row.job_id in states:
             pod = changed.get(row.pod_uid)
-            span = span_of(pod, row, now) if pod else row.span
+            span = span_of(pod, row, now) if pod else None
             node = pod.observation.node_name if pod and pod.observation else None
-            advance(ledger, row, span, found[row.job_id], now, node=node)
+            advance(ledger, row, states[row.job_id], now, span, node)
     for pod in new_pods:
-        if pod.job_id in found:
-            opened(ledger, pod, found[pod.job_id], now)
+        if pod.job_id in states:
+            opened(ledger, pod, states[pod.job_id], now)
     written = write(ledger) + set_due(ledger.due, stored, now)
     return written + stop_if_idle(found.values(), now)
 
@@ -524,8 +635,9 @@ def after_signal(job_id: int, before: Report | None, now: datetime) -> bool:
     def report_at(moment: datetime) -> Report | None:
         return before if moment < now else run.report
 
+    states = RunStates(run, report_at)
     for row in stored:
-        advance(ledger, row, row.span, run, now, report_at)
+        advance(ledger, row, states, now)
     write(ledger)
     set_due(ledger.due, stored, now)
     return bool(stop_if_idle([run], now))
@@ -540,7 +652,6 @@ def unreachable(cluster_id: int, last_synced_at: datetime | None, now: datetime)
     for row in stored:
         since = max(row.started_at, min(last_synced_at or now, now))
         unknown = _interval(row, row.span, UsageClass.UNKNOWN, since, row.node_name)
-        unknown.due_at = since
         ledger.steps.append(Step(row, since, [unknown]))
         ledger.due[row.job_id] = since
     return write(ledger) if ledger.steps else 0

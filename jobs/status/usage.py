@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple, Protocol
 
 from jobs.choices import WASTED_CLASSES, JobPhase, UsageClass, WorkloadState
 from jobs.status.workload import JUST_AFTER
@@ -43,10 +44,10 @@ _BY_WORKLOAD = {
 }
 
 
-@dataclass(frozen=True)
-class PodSpan:
+class PodSpan(NamedTuple):
     """What the ledger keeps of a pod instance, as Kubernetes reported it. `waiting_since`:
-    when its main container last stopped running (a crash seen by the sync), else None."""
+    when its main container last stopped running (a crash seen by the sync), else None. A
+    tuple: the ledger builds one for every open interval a sync judges (a thousand a cycle)."""
 
     gpus: int
     bound_at: datetime | None
@@ -69,7 +70,19 @@ class PodState(StrEnum):
     STOPPING = "stopping"
 
 
-def pod_state_at(span: PodSpan, moment: datetime) -> PodState:
+class PodMoments(Protocol):
+    """The moments of a pod its own state is read from: a PodSpan's, or the ledger's stored
+    open interval's (which keeps them, so that a pod that did not change needs no PodSpan)."""
+
+    @property
+    def running_at(self) -> datetime | None: ...
+    @property
+    def stopping_at(self) -> datetime | None: ...
+    @property
+    def waiting_since(self) -> datetime | None: ...
+
+
+def pod_state_at(span: PodMoments, moment: datetime) -> PodState:
     """The pod's own part of the class at `moment` (PodState)."""
     if span.stopping_at is not None and moment >= span.stopping_at:
         return PodState.STOPPING
@@ -109,11 +122,13 @@ def timeline(
     judged just after each turning point inside, and at `end` (the moment of judging, which
     may bring a change no turning point explains: a stop, a new message)."""
     changes: Timeline = [(start, stored)]
-    inside = sorted({point for point in points if start < point < end})
-    for moment, judged_at in [*((p, p + JUST_AFTER) for p in inside), (end, end)]:
-        klass = class_at(judged_at)
+    for point in sorted({point for point in points if start < point < end}):
+        klass = class_at(point + JUST_AFTER)
         if changes[-1][1] != klass:
-            changes.append((moment, klass))
+            changes.append((point, klass))
+    klass = class_at(end)
+    if changes[-1][1] != klass:
+        changes.append((end, klass))
     return changes
 
 
@@ -129,9 +144,9 @@ def wasted_seconds(klass: str, since: datetime, start: datetime, end: datetime) 
     return 0.0
 
 
-@dataclass(frozen=True)
-class Share:
-    """An interval's GPU-seconds inside a window."""
+class Share(NamedTuple):
+    """An interval's GPU-seconds inside a window (a tuple: the roll-ups make one per hour of
+    each interval a sync closes)."""
 
     gpu_seconds: float
     wasted_gpu_seconds: float
