@@ -7,7 +7,10 @@ ledger has an open interval for every pod. Each measured cycle follows a restart
 100 different Jobs (as the sync cycle benchmark's "100 changed"): the ledger closes their
 intervals, opens the next ones and adds the closed ones to the roll-ups. Two measures, CPU time
 of this process: the ledger's own part of each cycle (`usage.ledger.after_sync`, timed inside
-it), and cycles with the ledger kept against cycles with it left out, alternated.
+it), and cycles with the ledger kept against cycles with it left out, alternated. The console's
+clock is set to the simulated cluster's for each cycle (time-machine), as a console's and its
+clusters' clocks agree: moved 15 s a cycle on the cluster alone, the pods' times would run ahead
+of the console's now by minutes, a skew no real cluster has.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+import orjson
+import time_machine
 from django.db import connection
 from django.test.utils import override_settings
 
@@ -115,11 +120,11 @@ def _measure(sim: Sim, sets: int) -> tuple[list[Cycle], list[Cycle], int]:
              desired_replicas=PER_SET)
         for job in jobs
     )  # fmt: skip
-    sync_cluster(cluster.pk)
     gateway = gateway_for(cluster)
+    _sync_at(cluster, _sim_time(gateway))
     _bring_up(sim, gateway, sets)
-    sync_cluster(cluster.pk)
-    sync_cluster(cluster.pk)
+    _sync_at(cluster, _sim_time(gateway))
+    _sync_at(cluster, _sim_time(gateway))
     opened = GpuInterval.objects.filter(ended_at__isnull=True).count()
     gc.collect()
     kept: list[Cycle] = []
@@ -138,10 +143,27 @@ def _restart_and_sync(sim: Sim, gateway: Gateway, cluster: Cluster, step: int, r
                       ) -> tuple[float, int]:  # fmt: skip
     for index in range(0, step * CHANGED, step):
         sim.control(gateway, f"namespaces/bench/pods/bench-{index:05d}-worker-{replica}/kill", {})
-    sim.control(gateway, "advance", {"seconds": 15})
-    began = time.process_time()
-    result = cycle.sync_cluster(cluster.pk)
-    return time.process_time() - began, result.changes
+    at = _sim_time(gateway, 15)
+    with time_machine.travel(at, tick=True):
+        began = time.process_time()
+        result = cycle.sync_cluster(cluster.pk)
+        return time.process_time() - began, result.changes
+
+
+def _sim_time(gateway: Gateway, seconds: float = 0) -> datetime:
+    """The simulated cluster's clock, after moving it on by `seconds`: the console's clock is
+    set to it for each cycle, as a console's and a cluster's clocks agree (without it the pods'
+    times would run ahead of the console's now by the 15 s each cycle adds)."""
+    _status, _reason, data = gateway._send(
+        "POST", "/_sim/advance", [], {"seconds": seconds}, "application/json"
+    )
+    stamp = str(orjson.loads(data)["simulatedTime"]).replace("Z", "+00:00")
+    return datetime.fromisoformat(stamp)
+
+
+def _sync_at(cluster: Cluster, at: datetime) -> None:
+    with time_machine.travel(at, tick=True):
+        sync_cluster(cluster.pk)
 
 
 def _ms(seconds: float) -> str:

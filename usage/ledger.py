@@ -272,6 +272,13 @@ class Ledger:
     steps: list[Step] = field(default_factory=list)
     facts: list[tuple[Open, PodSpan, str]] = field(default_factory=list)
     due: dict[int, datetime | None] = field(default_factory=dict)
+    # A pod's own moment still to come, by its UID (usage.ledger.own_due).
+    own: dict[str, datetime] = field(default_factory=dict)
+
+    def due_of(self, job_id: int, pod_uid: str) -> datetime | None:
+        """When a pod's open interval is judged again: its run's next moment, or its own."""
+        run, mine = self.due.get(job_id), self.own.get(pod_uid)
+        return run if mine is None else mine if run is None else min(run, mine)
 
 
 def _interval(base: Open, span: PodSpan, klass: UsageClass, start: datetime, node: str,
@@ -348,7 +355,7 @@ def write(ledger: Ledger) -> int:
                     continue
                 closed.append(_closed(step.stored, step.closes_at))
             fresh += step.rows
-        written = len(closed) + _insert(fresh, ledger.due) + _write_facts(ledger.facts)
+        written = len(closed) + _insert(fresh, ledger) + _write_facts(ledger.facts)
         written += roll_up([*closed, *(row for row in fresh if row.ended_at is not None)])
     return written
 
@@ -403,10 +410,13 @@ def _write_facts(facts: Sequence[tuple[Open, PodSpan, str]]) -> int:
     return statements.update(GpuInterval, columns, rows, _STILL_OPEN)
 
 
-def _insert(rows: Sequence[Interval], due: dict[int, datetime | None]) -> int:
-    """The new intervals, the open ones due when their run is, in one INSERT."""
+def _insert(rows: Sequence[Interval], ledger: Ledger) -> int:
+    """The new intervals, the open ones due when their run or their pod is, in one INSERT."""
     if rows:
-        values = [(*row, due.get(row.job_id) if row.ended_at is None else None) for row in rows]
+        values = [
+            (*row, ledger.due_of(row.job_id, row.pod_uid) if row.ended_at is None else None)
+            for row in rows
+        ]
         statements.insert(GpuInterval, [*Interval._fields, "due_at"], values)
     return len(rows)
 
@@ -445,22 +455,22 @@ def _closed(stored: Open, ended_at: datetime) -> Closed:
     )
 
 
-def set_due(due: dict[int, datetime | None], stored: Sequence[Open], now: datetime) -> int:
-    """Stores each judged run's next due moment on its open intervals where it must move:
-    earlier than stored, or the stored one has come. A later moment is not written (a heartbeat
-    moves it on every message): the run is then judged once too early, which changes nothing
-    and stores the moment as it is by then."""
-    moved: dict[datetime | None, set[int]] = defaultdict(set)
+def set_due(ledger: Ledger, stored: Sequence[Open], now: datetime) -> int:
+    """Stores each judged interval's next due moment (its run's, or its pod's own) where it
+    must move: earlier than stored, or the stored one has come. A later moment is not written
+    (a heartbeat moves it on every message): the run is then judged once too early, which
+    changes nothing and stores the moment as it is by then."""
+    moved: dict[datetime | None, list[int]] = defaultdict(list)
     for row in stored:
-        if row.job_id not in due:
+        if row.job_id not in ledger.due:
             continue
-        new, old = due[row.job_id], row.due_at
+        new, old = ledger.due_of(row.job_id, row.pod_uid), row.due_at
         sooner = old is None or old <= now or (new is not None and new < old)
         if sooner and new != old:
-            moved[new].add(row.job_id)
+            moved[new].append(row.pk)
     written = 0
-    for moment, job_ids in moved.items():
-        rows = GpuInterval.objects.filter(job_id__in=job_ids, ended_at__isnull=True)
+    for moment, pks in moved.items():
+        rows = GpuInterval.objects.filter(pk__any_of=pks, ended_at__isnull=True)
         written += rows.update(due_at=moment)
     return written
 
@@ -596,8 +606,11 @@ def span_of(pod: Pod, stored: Open | None, now: datetime) -> PodSpan:
 
 def after_sync(cluster_id: int, pods: Sequence[Pod], judged_jobs: Iterable[int], now: datetime
                ) -> int:  # fmt: skip
-    """The sync's one call, in its transaction: the changed pods, the touched Jobs and the runs
-    due to be judged again; then the idle policy of the runs it judged. Returns rows written."""
+    """The sync's one call, in its transaction: the changed pods, the Jobs whose facts changed
+    (`judged_jobs`: a phase written, an operation applied; a pod's class follows from its own
+    state and its run's, so a pod that did not change in a run whose facts did not needs no
+    judging) and the runs due to be judged again; then the idle policy of the runs it judged.
+    Returns rows written."""
     stored = open_of_sync(cluster_id, [pod.uid for pod in pods], set(judged_jobs), now)
     by_uid = {row.pod_uid: row for row in stored}
     new_pods = _first_seen([pod for pod in pods if pod.uid not in by_uid])
@@ -613,11 +626,22 @@ def after_sync(cluster_id: int, pods: Sequence[Pod], judged_jobs: Iterable[int],
             span = span_of(pod, row, now) if pod else None
             node = pod.observation.node_name if pod and pod.observation else None
             advance(ledger, row, states[row.job_id], now, span, node)
+            own_due(ledger, row.pod_uid, row.span if span is None else span, now)
     for pod in new_pods:
         if pod.job_id in states:
             opened(ledger, pod, states[pod.job_id], now)
-    written = write(ledger) + set_due(ledger.due, stored, now)
+            own_due(ledger, pod.uid, span_of(pod, None, now), now)
+    written = write(ledger) + set_due(ledger, stored, now)
     return written + stop_if_idle(found.values(), now)
+
+
+def own_due(ledger: Ledger, pod_uid: str, span: PodSpan, now: datetime) -> None:
+    """A pod's own moment still to come (its clock ahead of the console's): its interval is
+    judged again then, since the sync judges only the pods that changed and the runs whose
+    facts did."""
+    coming = [m for m in (span.running_at, span.stopping_at, span.ended_at) if m and m > now]
+    if coming:
+        ledger.own[pod_uid] = min(coming)
 
 
 def after_signal(job_id: int, before: Report | None, now: datetime) -> bool:
@@ -639,7 +663,7 @@ def after_signal(job_id: int, before: Report | None, now: datetime) -> bool:
     for row in stored:
         advance(ledger, row, states, now)
     write(ledger)
-    set_due(ledger.due, stored, now)
+    set_due(ledger, stored, now)
     return bool(stop_if_idle([run], now))
 
 

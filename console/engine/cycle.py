@@ -324,7 +324,8 @@ def _derive(state: State, snapshot: Snapshot, gpus: Mapping[str, int], now: date
 
 
 def _phased(changes: Changes) -> set[int]:
-    """The Jobs whose phase the cycle writes: their events may have turned (notify.watch)."""
+    """The Jobs whose phase the cycle writes: their events and their pods' GPU-hours classes
+    may have turned (notify.watch, usage.ledger)."""
     return {change.pk for change in changes.jobs if "phase" in change.fields}
 
 
@@ -333,7 +334,7 @@ def _addon_phases(changes: Changes) -> dict[str, str]:
 
 
 def keep_ledger(
-    cluster_id: int, pods: Sequence[ledger.Pod], touched_jobs: set[int], now: datetime
+    cluster_id: int, pods: Sequence[ledger.Pod], judged_jobs: set[int], now: datetime
 ) -> int:
     """The GPU-hours ledger's part of the cycle (usage.ledger.after_sync), in a savepoint: a
     failure there is logged and its rows rolled back, never the cycle's (the Jobs' phases matter
@@ -341,7 +342,7 @@ def keep_ledger(
     missed is counted from that pod's next change."""
     try:
         with transaction.atomic():
-            return ledger.after_sync(cluster_id, pods, touched_jobs, now)
+            return ledger.after_sync(cluster_id, pods, judged_jobs, now)
     except Exception:
         logger.exception("cluster %s: the GPU-hours ledger was not kept this cycle", cluster_id)
         return 0
@@ -389,7 +390,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
             cluster, _phased(changes), _addon_phases(changes), now, changes.touched_jobs
         )
         pods = gpu_pods(state, snapshot.pods, reading.changes, now)
-        rows += keep_ledger(cluster.pk, pods, changes.touched_jobs, now)
+        rows += keep_ledger(cluster.pk, pods, _phased(changes) | set(state.operations), now)
     record_completions(cluster_id, reading.changes)
     rows += measure_utilisation(cluster, now)
     logs_due = tuple(due_after(changes, state))
