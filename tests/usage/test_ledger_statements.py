@@ -115,3 +115,19 @@ def test_it_closes_an_interval_once_when_judged_twice(
     sync(cluster, news)
     assert [hour.gpu_seconds for hour in UsageHour.objects.all()] == [6 * 60.0]
     assert GpuInterval.objects.filter(ended_at__isnull=True).count() == 1
+
+
+def test_a_pods_own_moment_still_to_come_makes_its_interval_due_then(
+    alice: User, project: Project, cluster: Cluster
+) -> None:
+    """The cluster's clock ahead of the console's: a pod reported running from a moment the
+    console has not reached is judged again at that moment, not only at its run's."""
+    rows = running_job(alice, project, cluster, pods=2)
+    ahead = NOW + timedelta(seconds=20)
+    pod = seen(rows[0])
+    assert pod.observation is not None
+    restarted = replace(pod, observation=replace(pod.observation, running_at=ahead))
+    ledger.after_sync(cluster.pk, [restarted], set(), NOW)
+    current = GpuInterval.objects.get(pod_uid="uid-0", ended_at__isnull=True)
+    assert current.due_at == ahead
+    assert GpuInterval.objects.get(pod_uid="uid-1").due_at is None
