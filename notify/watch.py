@@ -100,9 +100,11 @@ def _judged(cluster_id: Any, candidates: Any, touched: Any) -> QuerySet[Job, tup
     """The followed Jobs among the candidates and the touched ones never judged, with their
     watch and what judging reads (jobs.workload.report.report_rows)."""
     chosen = Q(pk__any_of=candidates) | Q(pk__any_of=touched, notify_watch=None)
-    jobs = Job.objects.filter(
-        chosen, _followed(), cluster_id=cluster_id, delete_requested_at=None
-    ).order_by().annotate(watch_due=F("notify_watch__due_at"), watch_marks=F("notify_watch__marks"))
+    jobs = (
+        Job.objects.filter(chosen, _followed(), cluster_id=cluster_id, delete_requested_at=None)
+        .order_by()
+        .annotate(watch_due=F("notify_watch__due_at"), watch_marks=F("notify_watch__marks"))
+    )
     return report_rows(jobs, "pk", "phase", "run", "stopped", "watch_due", "watch_marks")
 
 
