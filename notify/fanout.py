@@ -34,7 +34,7 @@ FAN_OUT_BATCH = 500
 
 
 def fan_out(now: datetime) -> int:
-    """The notify worker's first step (notify.deliver.drain): the messages of every occurrence
+    """The notify worker's first step (notify.tasks.drain_outbox): the messages of every occurrence
     due (just opened or resolved, a pending threshold or a repeat reached), a batch at a time,
     each batch in its own transaction with its occurrences locked (another worker skips them);
     returns the messages written. Each batch leaves its occurrences due later or never, so
