@@ -36,6 +36,7 @@ from jobs.status.workload import (
     Workload,
     degraded,
     derive,
+    gathering,
     judge,
     may_turn,
 )
@@ -208,7 +209,8 @@ def _ended_by(
 ) -> list[Spell]:
     """The spells this message ends, judged before it is folded (jobs.status.spells): a step
     advance ends a stall, a Ray report with every node alive ends a degradation (and a
-    degraded one keeps when the degradation began)."""
+    degraded one keeps when the degradation began). While the workload gathers its Ray nodes a
+    Ray report does neither: fewer nodes alive then is its wait (jobs.status.workload)."""
     kind, latest = entry["kind"], report.latest
     previous = latest.get(kind)
     if previous is not None and previous["at"] > entry["at"]:
@@ -217,6 +219,8 @@ def _ended_by(
         until = quiet.started_at if quiet else None
         stall = ended_stall(_as_report(report), policies, now, until)
         return [stall] if stall else []
+    if kind == "ray" and gathering(latest):
+        return []  # its wait for its nodes: Starting, not Degraded (judge's order)
     if kind == "ray":
         if degraded(entry):
             kept = previous.get("degraded_since") if previous and degraded(previous) else None
