@@ -79,9 +79,14 @@ class TrainyardAPI(NinjaAPI):
         return schema
 
     def get_openapi_operation_id(self, operation: Operation) -> str:
-        """An operation is named by its function alone, whichever module of the API holds it
-        (ninja's default adds the module's path)."""
-        return operation.view_func.__name__
+        """ninja's default (the module's path and the function's name), with every module of
+        this package named as the one module the Job API was before its split by resource
+        (issue 31, item 9): an operationId is a contract (generated clients name their methods
+        by it), and a move of code changes no behaviour (`jobs_api_list_jobs`)."""
+        module = operation.view_func.__module__
+        if module.startswith(f"{__package__}."):
+            module = __package__
+        return f"{module}_{operation.view_func.__name__}".replace(".", "_")
 
     def _get_urls(self) -> list[URLResolver | URLPattern]:
         """ninja answers a wrong method with a plain-text 405; ours is JSON like every error.
