@@ -72,9 +72,10 @@ def test_every_enum_has_its_own_schema_with_its_own_values(db: None) -> None:
 
 
 def test_operation_ids_are_the_ones_the_api_was_published_with(db: None) -> None:
-    """Issue 31, item 9: splitting jobs/api.py by resource moved code and changed no behaviour;
-    an operationId names a generated client's method, so each stays ninja's default for the one
-    module the Job API was (`jobs_api_<function>`); another app's is its own module's."""
+    """Issue 31, item 9: splitting the Job API (one module until then) by resource moved code and
+    changed no behaviour; an operationId names a generated client's method, so each stays
+    ninja's default for the one module the Job API was (`jobs_api_<function>`); another app's is
+    its own module's."""
     document = Client().get("/api/v1/openapi.json").json()
     ids = {
         f"{method.upper()} {path}": operation["operationId"]
