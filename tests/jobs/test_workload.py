@@ -223,6 +223,23 @@ def test_it_reads_starting_when_a_recreated_head_gathers_its_nodes_again(
     assert workload.reason.code == "workload.gathering"
 
 
+def test_a_degraded_spell_ends_when_a_recreated_head_gathers_its_nodes_again(
+    alice: User, cluster: Cluster
+) -> None:
+    """Degraded from the lost node until the new driver says it waits for its nodes (Starting
+    from then on, judge's order); the wait and the report of every node back add no spell."""
+    job = running_job(alice, cluster)
+    lost, again = T0 + timedelta(seconds=10), T0 + timedelta(seconds=60)
+    say(job, T0, progress(1, 40, T0), ray(2, 2, T0))
+    say(job, lost, ray(3, 1, lost))
+    say(job, again, phase(4, "starting", again), phase(5, "waiting_for_nodes", again))
+    for seq, alive, seconds in ((6, 1, 61), (7, 2, 70)):
+        at = T0 + timedelta(seconds=seconds)
+        say(job, at, ray(seq, alive, at))
+    spells = WorkloadSpell.objects.filter(job=job).values_list("state", "started_at", "ended_at")
+    assert list(spells) == [(WorkloadState.DEGRADED, lost, again)]
+
+
 def test_completion_wins_and_outlives_the_pods(alice: User, cluster: Cluster) -> None:
     job = running_job(alice, cluster)
     say(job, T0, progress(0, 3, T0))
