@@ -24,7 +24,8 @@ Each round:
 The first round runs the worker script the template writes now; the second the one it wrote
 before issue 31 (`exec ray start ... --block`), for comparison.
 
-Targets: the worker leaves within 10 s of SIGTERM; no state is Degraded while the nodes gather.
+Targets: the worker leaves within 10 s of SIGTERM; no state is Degraded while the nodes gather,
+and no Degraded spell is stored for the start.
 Every process is bounded in time; at the end `ray stop --force` (this virtualenv's Ray) and a
 look for anything left of it.
 """
@@ -52,7 +53,7 @@ from django.utils import translation
 from console.models import Cluster, Project
 from jobs.choices import JobPhase, WorkloadState
 from jobs.messages import encode, render_text
-from jobs.models import Job, WorkloadReport
+from jobs.models import Job, WorkloadReport, WorkloadSpell
 from jobs.rlinf import RAY_PORT, RlinfIn, expand, head_dns, head_script, worker_script
 from jobs.workload.intake import signal_token
 from jobs.workload.report import workload_of
@@ -287,10 +288,13 @@ class Round:
     worker_leftovers: list[str]  # its processes alive 1 s after it left
     worker_started: float  # seconds after the head
     head_left: float | None
+    degraded_spells: int  # WorkloadSpell rows of state Degraded stored for the run (the chart's)
 
     @property
     def degraded(self) -> bool:
-        return any(seen.state == WorkloadState.DEGRADED for seen in self.seen)
+        """Degraded at any point: a state derived after a batch, or a spell the fold stored."""
+        derived = any(seen.state == WorkloadState.DEGRADED for seen in self.seen)
+        return derived or self.degraded_spells > 0
 
     def gathering(self) -> str:
         """The batches that said fewer nodes than expected while the wrapper waited for them
@@ -329,7 +333,7 @@ def run_round(name: str, worker: str, scratch: Path) -> Round:
             stop = stopped(head, worker_process)
         return Round(
             name, console.seen, tasks_line(scratch / f"{name}-head.log"),
-            completion_of(job), *stop[:3], worker_started, stop[3],
+            completion_of(job), *stop[:3], worker_started, stop[3], degraded_spells(job),
         )  # fmt: skip
     finally:
         for process in (head, worker_process):
@@ -357,6 +361,11 @@ def stopped(
         return None, None, left_of(worker.pid), head_left
     time.sleep(1.0)
     return worker_left, worker.returncode, left_of(worker.pid), head_left
+
+
+def degraded_spells(job: Job) -> int:
+    """The Degraded spells the fold stored for the Job: what its Metrics chart shades."""
+    return WorkloadSpell.objects.filter(job=job, state=WorkloadState.DEGRADED).count()
 
 
 def tasks_line(log: Path) -> str:
@@ -447,13 +456,14 @@ def report(rounds: list[Round], version: str) -> str:
         f"each node and {STEPS} steps; then a stop as the issue measured it: the head's pod "
         "goes first (SIGTERM, then its container's end), then the worker gets SIGTERM with its "
         "head gone. Targets: the worker leaves within 10 s of SIGTERM; no state is Degraded "
-        "while the nodes gather.",
+        "while the nodes gather, and no Degraded spell is stored for the start.",
         "",
         "### The start, as the console derived it after each batch the wrapper posted",
         "",
         f"Round with the template's worker: the entry's tasks ran on {now.tasks_line}; "
         f"completion {now.completion}; {now.gathering()}. Degraded at any point: "
-        f"{'yes' if now.degraded else 'no'} — {verdict(not now.degraded)}.",
+        f"{'yes' if now.degraded else 'no'}; Degraded spells stored (the Metrics chart's "
+        f"shading): {now.degraded_spells} — {verdict(not now.degraded)}.",
         "",
         "| Since the head started | Signals in the batch | Workload | Why |",
         "|---|---|---|---|",
@@ -461,8 +471,8 @@ def report(rounds: list[Round], version: str) -> str:
         "",
         f"Round with the previous worker script: tasks ran on {before.tasks_line}; completion "
         f"{before.completion}; {before.gathering()}; Degraded at any point: "
-        f"{'yes' if before.degraded else 'no'} — "
-        f"{verdict(not before.degraded)}.",
+        f"{'yes' if before.degraded else 'no'}; Degraded spells stored: "
+        f"{before.degraded_spells} — {verdict(not before.degraded)}.",
         "",
         "### The stop",
         "",

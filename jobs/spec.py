@@ -191,7 +191,7 @@ class TaskSpec(_Strict):
     volumes: Annotated[list[VolumeSpec], AfterValidator(_mount_paths_apart)] = Field(
         default_factory=list, max_length=MAX_VOLUMES
     )
-    # None: the default size of the shared memory at /dev/shm (console.kube.manifests.shm_size).
+    # None: the default size of the shared memory at /dev/shm (jobs.validators.shm_size_of).
     shm_size: Annotated[Quantity | None, AfterValidator(validate_shm_size)] = None
 
     @field_validator("shm_size")

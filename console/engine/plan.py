@@ -1,7 +1,9 @@
-"""Plan: the writes that make a cluster hold what a Job asks for. Pure, level-triggered and
-idempotent: from a Job's rows and the objects the cluster reported for it, the writes that are
-missing; running it on what it produced gives nothing more to do, so a second reconcile makes
-no API write.
+"""Plan: the writes that make a cluster hold what a Job asks for. Deterministic, level-triggered
+and idempotent: from a Job's rows, the objects the cluster reported for it and three settings
+read through `rows.target_of` (TRAINYARD_PUBLIC_URL for the signal URL, SECRET_KEY for the
+signal token, TRAINYARD_POD_USER), the writes that are missing; no query, no API call, and
+running it on what it produced gives nothing more to do, so a second reconcile makes no API
+write. Not pure: the settings are read when it runs (a test overrides them).
 
 Rules (spec §Job status): a stopped Job has every workload scaled to 0, also a Failed one (its
 resources are released, it stays Failed) — nothing is ever created for it; a terminal Job is
@@ -26,7 +28,7 @@ from console.kube.manifests import headless_service, workload
 from console.kube.observations import BatchJobObs, ServiceObs, StatefulSetObs, WorkloadObs
 from jobs.choices import JOB_TERMINAL, TASK_TERMINAL, TaskKind
 
-# --- plan (pure) -----------------------------------------------------------------------------
+# --- plan (no query, no API call; settings through target_of) --------------------------------
 
 
 class Verb(StrEnum):

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from console import addon_actions, node_actions, permissions
 from console.models import Addon, Cluster
-from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from console.web import HtmxHttpRequest, not_modified, poll_version
 
 MOVING = (Addon.Phase.INSTALLING, Addon.Phase.UPGRADING)
 
@@ -68,7 +68,7 @@ def addon_page(request: HtmxHttpRequest, cluster: str, name: str) -> HttpRespons
     version = poll_version(request, shown, now=now)
     context = {
         "addon": addon, "shown": shown, "now": now, "version": version,
-        "poll": shown["phase"] in MOVING, "poll_seconds": POLL_SECONDS,
+        "poll": shown["phase"] in MOVING,
         "missing": permissions.missing_for("addons", addon.cluster.access),
     }  # fmt: skip
     template = "console/addon.html#status" if request.htmx else "console/addon.html"

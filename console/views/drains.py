@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 
 from console import node_actions, permissions
 from console.models import DrainRun, Node, NodeCordon
-from console.web import POLL_SECONDS, HtmxHttpRequest, not_modified, poll_version
+from console.web import HtmxHttpRequest, not_modified, poll_version
 from jobs.choices import DRAIN_TERMINAL, DrainAction, DrainReason
 
 RECENT_DRAINS = 10
@@ -147,7 +147,6 @@ def drain_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "rows": rows,
         "poll": run.state not in DRAIN_TERMINAL,
-        "poll_seconds": POLL_SECONDS,
         "version": version,
         "reasons": dict(DrainReason.choices),
         "deadline": run.started_at + timedelta(seconds=run.timeout_seconds),

@@ -79,9 +79,15 @@ class TrainyardAPI(NinjaAPI):
         return schema
 
     def get_openapi_operation_id(self, operation: Operation) -> str:
-        """An operation is named by its function alone, whichever module of the API holds it
-        (ninja's default adds the module's path)."""
-        return operation.view_func.__name__
+        """An operationId is a contract (generated clients name their methods by it), and a move
+        of code changes no behaviour. The Job API's operations keep the ids they were published
+        with while it was one module (`jobs_api_list_jobs`, ninja's default then), whichever
+        module of this package holds them now; the operations other apps add keep theirs, their
+        function's name alone (`list_channels`)."""
+        func = operation.view_func
+        if func.__module__.startswith(f"{__package__}."):
+            return f"{__package__}_{func.__name__}".replace(".", "_")
+        return func.__name__
 
     def _get_urls(self) -> list[URLResolver | URLPattern]:
         """ninja answers a wrong method with a plain-text 405; ours is JSON like every error.

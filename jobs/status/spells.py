@@ -22,6 +22,7 @@ from jobs.status.workload import (
     Policies,
     Report,
     degraded,
+    gathering,
     stall_threshold,
 )
 
@@ -72,6 +73,21 @@ def ended_degraded(
     if previous is None or not degraded(previous) or degraded(ray):
         return None
     began = degraded_since(previous)
+    return Spell(WorkloadState.DEGRADED, began, now) if began and now > began else None
+
+
+def ended_by_gathering(
+    latest: Mapping[str, Mapping[str, Any]], phase: Mapping[str, Any], now: datetime
+) -> Spell | None:
+    """A phase received `now` saying the workload gathers its Ray nodes again (a re-created
+    head) ends a Degraded spell: from then on fewer nodes alive is its wait, Starting, not
+    Degraded (`judge`'s order), and a Ray report while it gathers ends nothing."""
+    ray = latest.get("ray")
+    if not ray or not degraded(ray) or gathering(latest):
+        return None
+    if not gathering({**latest, "phase": phase}):
+        return None
+    began = degraded_since(ray)
     return Spell(WorkloadState.DEGRADED, began, now) if began and now > began else None
 
 

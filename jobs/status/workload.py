@@ -218,7 +218,7 @@ def judge(
     ray = latest.get("ray")
     if ray and degraded(ray):
         alive = {"alive": ray["alive_nodes"], "expected": ray["expected_nodes"]}
-        if _gathering(latest):
+        if gathering(latest):
             return WorkloadState.STARTING, "ray", Message("workload.gathering", alive)
         return WorkloadState.DEGRADED, "ray", Message("workload.degraded", alive)
     phase = latest.get("phase") or {}
@@ -237,10 +237,11 @@ def judge(
     return WorkloadState.STARTING, _newest_kind(latest), Message("workload.no_steps")
 
 
-def _gathering(latest: Mapping[str, Mapping[str, Any]]) -> bool:
+def gathering(latest: Mapping[str, Mapping[str, Any]]) -> bool:
     """The workload's last phase is waiting_for_nodes, said before any step or after the last
     one (a re-created head gathers its nodes again): fewer nodes alive is the wait, not a loss.
-    Degraded is a run that had its nodes and lost one (issue 31; spec §Job status)."""
+    Degraded is a run that had its nodes and lost one (issue 31; spec §Job status). The fold asks
+    it too, so a wait begins and ends no Degraded spell (jobs.workload.report)."""
     phase, progress = latest.get("phase") or {}, latest.get("progress")
     if phase.get("phase") != GATHERING_PHASE:
         return False

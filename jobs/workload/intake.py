@@ -2,7 +2,7 @@
 `POST /api/v1/jobs/{id}/signals` (docs/api.md, "Signals").
 
 A pod proves which Job it belongs to with `TRAINYARD_SIGNAL_TOKEN`, an HMAC of the Job's id and
-run under the console's secret key: the same value on every reconcile (the pure plan stays
+run under the console's secret key: the same value on every reconcile (the plan stays
 deterministic), a new one on every resume, nothing to look up and nothing stored in plain.
 Messages are validated per kind; (pod, uid, seq) is unique, so a resent message is counted once
 and, whatever it carries, changes nothing (an insert that ignores conflicts and returns the keys

@@ -28,7 +28,13 @@ from jobs.choices import JobPhase, SignalSource, WorkloadState
 from jobs.messages import Message
 from jobs.models import Job, WorkloadReport, WorkloadSpell
 from jobs.records import recount_workflow, stop_by_console
-from jobs.status.spells import Spell, ended_degraded, ended_quiet, ended_stall
+from jobs.status.spells import (
+    Spell,
+    ended_by_gathering,
+    ended_degraded,
+    ended_quiet,
+    ended_stall,
+)
 from jobs.status.workload import (
     RECENT_STEPS,
     Policies,
@@ -36,6 +42,7 @@ from jobs.status.workload import (
     Workload,
     degraded,
     derive,
+    gathering,
     judge,
     may_turn,
 )
@@ -208,7 +215,9 @@ def _ended_by(
 ) -> list[Spell]:
     """The spells this message ends, judged before it is folded (jobs.status.spells): a step
     advance ends a stall, a Ray report with every node alive ends a degradation (and a
-    degraded one keeps when the degradation began)."""
+    degraded one keeps when the degradation began). While the workload gathers its Ray nodes a
+    Ray report does neither: fewer nodes alive then is its wait (jobs.status.workload), and the
+    phase that says it gathers them again ends a degradation."""
     kind, latest = entry["kind"], report.latest
     previous = latest.get(kind)
     if previous is not None and previous["at"] > entry["at"]:
@@ -217,6 +226,11 @@ def _ended_by(
         until = quiet.started_at if quiet else None
         stall = ended_stall(_as_report(report), policies, now, until)
         return [stall] if stall else []
+    if kind == "phase":
+        ended = ended_by_gathering(latest, entry, now)
+        return [ended] if ended else []
+    if kind == "ray" and gathering(latest):
+        return []  # its wait for its nodes: Starting, not Degraded (judge's order)
     if kind == "ray":
         if degraded(entry):
             kept = previous.get("degraded_since") if previous and degraded(previous) else None

@@ -40,17 +40,21 @@ def sim() -> Iterator[SimCluster]:
         yield cluster
 
 
-def settle(cluster: Cluster, sim: SimCluster, condition: Callable[[], Any]) -> None:
+def until(cluster: Cluster, sim: SimCluster, condition: Callable[[], Any]) -> None:
     """Ten simulated seconds at a time, each followed by a sync cycle (a watch's second of
-    wall time), until `condition()`; then cycles until one sees no change: with the clock
-    frozen, the cluster is quiet."""
+    wall time), until `condition()`, and not one cycle more."""
     for _ in range(20):
         sim.advance(10)
         sync_cluster(cluster.pk)
         if condition():
-            break
-    else:
-        raise AssertionError("condition not met within 200 simulated seconds")
+            return
+    raise AssertionError("condition not met within 200 simulated seconds")
+
+
+def settle(cluster: Cluster, sim: SimCluster, condition: Callable[[], Any]) -> None:
+    """`until(condition)`, then cycles until one sees no change: with the clock frozen, the
+    cluster is quiet."""
+    until(cluster, sim, condition)
     for _ in range(10):
         if sync_cluster(cluster.pk).changes == 0:
             return
@@ -120,20 +124,26 @@ def test_it_finishes_a_workflow_one_cycle_after_a_completion_read_from_a_termina
     alice: User, cluster: Cluster, sim: SimCluster
 ) -> None:
     """The cycle that sees train's container exit reads its completion after committing (the
-    Workflow was derived before it); the next cycle, with no change, counts it."""
+    Workflow was derived before it, so it still reads Running, marked for a recount); the next
+    cycle, with no change, counts it."""
     done = json.dumps({"trainyard": "completion", "outcome": "succeeded"})
-    workflow = pipeline(alice, cluster, task("head", command=["sim", "run", "5", done]))
+    workflow = pipeline(alice, cluster, task("head", command=["sim", "run", "30", done]))
     prepare, train = child(workflow, "prepare"), child(workflow, "train")
     settle(cluster, sim, lambda: phase_of(prepare) == "Running")
     complete(prepare)
-    settle(cluster, sim, lambda: Signal.objects.filter(job=train).exists())
+    until(cluster, sim, lambda: phase_of(train) == "Running")  # no Pending child left to load
+    until(cluster, sim, lambda: Signal.objects.filter(job=train).exists())
     assert Signal.objects.get(job=train).source == "termination-log"
+    workflow.refresh_from_db()
+    assert (workflow.phase, workflow.message) == ("Running", progress(1, 2))
+    assert workflow.recount_requested_at is not None
 
     cycle = sync_cluster(cluster.pk)
 
     assert cycle.changes == 0
     workflow.refresh_from_db()
     assert (workflow.phase, workflow.message) == ("Succeeded", progress(2, 2))
+    assert workflow.recount_requested_at is None
 
 
 def test_it_stops_counting_a_deleted_child_one_quiet_cycle_after_its_row_went(

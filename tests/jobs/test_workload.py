@@ -17,7 +17,7 @@ from django.test import Client
 
 from console.models import ApiToken, Cluster
 from jobs.choices import JobPhase, SignalSource, WorkloadState
-from jobs.models import Job, Operation, Workflow, WorkflowEdge, WorkloadReport
+from jobs.models import Job, Operation, Workflow, WorkflowEdge, WorkloadReport, WorkloadSpell
 from jobs.spec import SpecInvalid, parse_job_spec
 from jobs.status.workload import STALL_FLOOR, Policies, derive, stall_threshold, step_seconds
 from jobs.workload.intake import BATCH, SignalBase, signal_token
@@ -166,6 +166,36 @@ def test_it_reads_starting_never_degraded_while_the_driver_gathers_its_ray_nodes
     assert seen[1].reason.params == {"alive": 1, "expected": 2}
 
 
+def test_a_start_that_gathers_its_ray_nodes_stores_no_degraded_spell(
+    alice: User, cluster: Cluster
+) -> None:
+    """Issue 31, item 3: the chart shades Degraded spells (jobs.status.spells); a driver's wait
+    for its nodes (1 of 2 alive, then 2 of 2) is Starting, so it begins no Degraded spell and
+    the report of every node alive ends none."""
+    job = running_job(alice, cluster)
+    say(job, T0, phase(1, "starting", T0), phase(2, "waiting_for_nodes", T0))
+    for seq, alive, seconds in ((3, 1, 2), (4, 1, 7), (5, 2, 12)):
+        at = T0 + timedelta(seconds=seconds)
+        say(job, at, ray(seq, alive, at))
+        ray_kept = WorkloadReport.objects.get(job=job).latest["ray"]
+        assert "degraded_since" not in ray_kept
+    at = T0 + timedelta(seconds=13)
+    say(job, at, phase(6, "initializing", at), progress(7, 1, at))
+    assert not WorkloadSpell.objects.filter(job=job).exists()
+
+
+def test_a_node_lost_after_the_start_is_stored_as_a_degraded_spell_once_it_is_back(
+    alice: User, cluster: Cluster
+) -> None:
+    job = running_job(alice, cluster)
+    say(job, T0, phase(1, "waiting_for_nodes", T0), ray(2, 2, T0), progress(3, 1, T0))
+    lost, back = T0 + timedelta(seconds=10), T0 + timedelta(seconds=30)
+    say(job, lost, ray(4, 1, lost))
+    say(job, back, ray(5, 2, back))
+    spells = WorkloadSpell.objects.filter(job=job).values_list("state", "started_at", "ended_at")
+    assert list(spells) == [(WorkloadState.DEGRADED, lost, back)]
+
+
 def test_it_reads_degraded_when_a_node_is_lost_after_the_driver_had_them_all(
     alice: User, cluster: Cluster
 ) -> None:
@@ -191,6 +221,23 @@ def test_it_reads_starting_when_a_recreated_head_gathers_its_nodes_again(
     workload = state_at(job, again + timedelta(seconds=2))
     assert workload.state == WorkloadState.STARTING
     assert workload.reason.code == "workload.gathering"
+
+
+def test_a_degraded_spell_ends_when_a_recreated_head_gathers_its_nodes_again(
+    alice: User, cluster: Cluster
+) -> None:
+    """Degraded from the lost node until the new driver says it waits for its nodes (Starting
+    from then on, judge's order); the wait and the report of every node back add no spell."""
+    job = running_job(alice, cluster)
+    lost, again = T0 + timedelta(seconds=10), T0 + timedelta(seconds=60)
+    say(job, T0, progress(1, 40, T0), ray(2, 2, T0))
+    say(job, lost, ray(3, 1, lost))
+    say(job, again, phase(4, "starting", again), phase(5, "waiting_for_nodes", again))
+    for seq, alive, seconds in ((6, 1, 61), (7, 2, 70)):
+        at = T0 + timedelta(seconds=seconds)
+        say(job, at, ray(seq, alive, at))
+    spells = WorkloadSpell.objects.filter(job=job).values_list("state", "started_at", "ended_at")
+    assert list(spells) == [(WorkloadState.DEGRADED, lost, again)]
 
 
 def test_completion_wins_and_outlives_the_pods(alice: User, cluster: Cluster) -> None:

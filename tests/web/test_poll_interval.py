@@ -34,14 +34,33 @@ def test_it_hard_codes_no_interval_in_any_template() -> None:
     assert found == []
 
 
-def test_it_polls_every_polled_fragment_at_the_one_interval() -> None:
-    fragments = {
-        str(path.relative_to(TEMPLATES)): tag
+def polled_tags() -> list[tuple[str, str]]:
+    """(template, tag) for every polled tag of every template, several in one template too."""
+    return [
+        (str(path.relative_to(TEMPLATES)), tag)
         for path in _templates()
         for tag in POLLED.findall(path.read_text())
-    }
-    assert len(fragments) >= 10  # the dashboard, the lists, the job, its logs and workers, ...
-    assert {name: tag for name, tag in fragments.items() if ONE_INTERVAL not in tag} == {}
+    ]
+
+
+def test_it_polls_every_polled_fragment_at_the_one_interval() -> None:
+    tags = polled_tags()
+    assert len({name for name, _ in tags}) >= 10  # the dashboard, the lists, the job, its logs, ...
+    assert [(name, tag) for name, tag in tags if ONE_INTERVAL not in tag] == []
+
+
+def test_it_checks_each_polled_tag_of_a_template_not_only_its_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(
+        '<div data-poll hx-trigger="every 3s, refresh"></div>\n'
+        f'<div data-poll {ONE_INTERVAL}, refresh"></div>\n'
+    )
+    monkeypatch.setattr(f"{__name__}.TEMPLATES", tmp_path)
+    assert [tag for _, tag in polled_tags() if ONE_INTERVAL not in tag] == [
+        '<div data-poll hx-trigger="every 3s, refresh">'
+    ]
 
 
 @pytest.mark.parametrize("url", ["/", "/jobs/", "/workflows/", "/clusters/", "/nodes/", "/addons/"])
