@@ -321,6 +321,12 @@ def test_with_the_shipped_rbac_addons_are_offered_in_kube_system_and_not_elsewhe
     with pytest.raises(ActionRefused) as refused:
         addon_actions.change_addon(olga, addon, {"desired_version": "1.0"})
     assert refused.value.status == 403 and lacking[0] in refused.value.message
+    token = ApiToken.issue(olga)[1]
+    answer = Client().patch(
+        f"/api/v1/clusters/{cluster.name}/addons/metrics", json.dumps({"desired_version": "1.0"}),
+        content_type="application/json", headers={"Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+    assert (answer.status_code, answer.json()["missing"]) == (403, lacking)
     assert not addon.attempts.exists()
     form = client.get(f"/addons/{cluster.name}/new/").content.decode()
     assert 'name="install"' in form
@@ -333,7 +339,7 @@ def test_with_the_shipped_rbac_addons_are_offered_in_kube_system_and_not_elsewhe
     assert not Addon.objects.filter(name="more").exists()
     refusals = AuditEvent.objects.filter(result=AuditEvent.Result.REFUSED)
     assert list(refusals.values_list("target", flat=True).order_by("pk")) == [
-        "sim/metrics", "sim/more",
+        "sim/metrics", "sim/metrics", "sim/more",
     ]  # fmt: skip
 
 
