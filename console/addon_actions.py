@@ -2,13 +2,18 @@
 (name, namespace, manifests per version, desired version), add versions, change the desired
 version (an install or upgrade attempt), roll back to the previous version. The pages and the
 API call these; they reach the engine only through here (`console.engine.addons`).
-Operator-only and audited.
+Operator-only and audited, refused ones too.
+
+An install, upgrade or rollback is refused (403) while the console's credentials on the cluster
+lack server-side apply of the version's kinds in the add-on's namespace (the last permission
+check, `console.permissions.addon_missing`), and every action on a retired cluster (409).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
@@ -16,7 +21,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from console import audit
+from console import audit, permissions
 from console.addon_manifests import ManifestRefused, parse_manifest
 from console.engine import addons as engine
 from console.models import Addon, AddonAttempt, AddonVersion, AuditEvent, Cluster
@@ -64,7 +69,32 @@ def create_addon(
     user: User, cluster: Cluster, body: Mapping[str, Any], request: HttpRequest | None = None
 ) -> Addon:
     check_operator(user)
-    name, namespace = body.get("name"), body.get("namespace", "kube-system")
+    with _refusals(request, user, f"{cluster.name}/{body.get('name')}"):
+        name, namespace, versions, desired = _new_addon(cluster, body)
+        asked = (
+            namespace == permissions.ADDON_NAMESPACE
+            or cluster.addons.filter(managed=True, namespace=namespace).exists()
+        )
+        with transaction.atomic():
+            addon = Addon.objects.create(
+                cluster=cluster, name=name, namespace=namespace, managed=True,
+                desired_version=desired, phase=Addon.Phase.PENDING, message="never applied",
+            )  # fmt: skip
+            AddonVersion.objects.bulk_create(
+                AddonVersion(addon=addon, version=v, manifest=t) for v, t in versions.items()
+            )
+            _audit(request, user, AuditEvent.Action.ADDON_CHANGE, addon, "registered")
+            if desired:
+                _start(user, addon, desired, request)
+            if not asked:  # a namespace no permission check asked about yet
+                _ask_access_again(cluster)
+    return addon
+
+
+def _new_addon(cluster: Cluster, body: Mapping[str, Any]) -> tuple[str, str, dict[str, str], str]:
+    """A new add-on's name, namespace, versions and desired version, checked."""
+    _check_live(cluster)
+    name, namespace = body.get("name"), body.get("namespace", permissions.ADDON_NAMESPACE)
     if not isinstance(name, str) or not NAME.match(name):
         raise _refused("name", _("An add-on's name is a DNS label (a-z, 0-9 and -)."))
     if not isinstance(namespace, str) or not NAME.match(namespace):
@@ -75,18 +105,7 @@ def create_addon(
     desired = body.get("desired_version", "")
     if desired and desired not in versions:
         raise _refused("desired_version", _("The desired version must be one of versions."))
-    with transaction.atomic():
-        addon = Addon.objects.create(
-            cluster=cluster, name=name, namespace=namespace, managed=True,
-            desired_version=desired or "", phase=Addon.Phase.PENDING, message="never applied",
-        )  # fmt: skip
-        AddonVersion.objects.bulk_create(
-            AddonVersion(addon=addon, version=v, manifest=t) for v, t in versions.items()
-        )
-        _audit(request, user, AuditEvent.Action.ADDON_CHANGE, addon, "registered")
-        if desired:
-            _start(user, addon, desired, request)
-    return addon
+    return name, namespace, versions, desired or ""
 
 
 def change_addon(
@@ -95,22 +114,24 @@ def change_addon(
     """New versions are added (a version's manifest never changes once given: 409); a new
     desired version starts an install or upgrade attempt."""
     check_operator(user)
-    versions = _versions(body, addon.name, addon.namespace)
-    known = dict(addon.versions.values_list("version", "manifest"))
-    for version, text in versions.items():
-        if version in known and known[version] != text:
-            raise _refused(f"versions.{version}", _("Version %(v)s exists with another manifest.")
-                           % {"v": version}, 409)  # fmt: skip
-    desired = body.get("desired_version", addon.desired_version)
-    if not isinstance(desired, str) or (desired and desired not in {*known, *versions}):
-        raise _refused("desired_version", _("The desired version must be one of versions."))
-    with transaction.atomic():
-        AddonVersion.objects.bulk_create(
-            AddonVersion(addon=addon, version=v, manifest=t)
-            for v, t in versions.items() if v not in known
-        )  # fmt: skip
-        if desired != addon.desired_version:
-            _start(user, addon, desired, request)
+    with _refusals(request, user, _target(addon)):
+        _check_live(addon.cluster)
+        versions = _versions(body, addon.name, addon.namespace)
+        known = dict(addon.versions.values_list("version", "manifest"))
+        for version, text in versions.items():
+            if version in known and known[version] != text:
+                raise _refused(f"versions.{version}", _("Version %(v)s exists with another "
+                               "manifest.") % {"v": version}, 409)  # fmt: skip
+        desired = body.get("desired_version", addon.desired_version)
+        if not isinstance(desired, str) or (desired and desired not in {*known, *versions}):
+            raise _refused("desired_version", _("The desired version must be one of versions."))
+        with transaction.atomic():
+            AddonVersion.objects.bulk_create(
+                AddonVersion(addon=addon, version=v, manifest=t)
+                for v, t in versions.items() if v not in known
+            )  # fmt: skip
+            if desired != addon.desired_version:
+                _start(user, addon, desired, request)
     addon.refresh_from_db()
     return addon
 
@@ -118,14 +139,72 @@ def change_addon(
 def rollback(user: User, addon: Addon, request: HttpRequest | None = None) -> Addon:
     """Back to the version applied before the current one."""
     check_operator(user)
-    current = addon.attempts.filter(applied=True, to_version=addon.applied_version).first()
-    previous = current.from_version if current else ""
-    if not previous:
-        raise ActionRefused(409, _("There is no previous version to roll back to."))
-    with transaction.atomic():
-        _start(user, addon, previous, request, Kind.ROLLBACK)
+    with _refusals(request, user, _target(addon)):
+        _check_live(addon.cluster)
+        current = addon.attempts.filter(applied=True, to_version=addon.applied_version).first()
+        previous = current.from_version if current else ""
+        if not previous:
+            raise ActionRefused(409, _("There is no previous version to roll back to."))
+        with transaction.atomic():
+            _start(user, addon, previous, request, Kind.ROLLBACK)
     addon.refresh_from_db()
     return addon
+
+
+def kinds_of(addon: Addon, version: str | None = None) -> set[str]:
+    """The kinds the add-on's manifests hold: of one version, or of every version."""
+    manifests = addon.versions.all()
+    if version is not None:
+        manifests = manifests.filter(version=version)
+    return {
+        obj["kind"]
+        for text in manifests.values_list("manifest", flat=True)
+        for obj in parse_manifest(text, addon.name, addon.namespace)
+    }
+
+
+def missing(addon: Addon, version: str | None = None) -> list[str]:
+    """The permissions an apply of the add-on (one version, or any) lacks, by the last check."""
+    kinds = kinds_of(addon, version)
+    return permissions.addon_missing(addon.namespace, kinds, addon.cluster.access)
+
+
+def missing_to_install(cluster: Cluster, namespace: str = permissions.ADDON_NAMESPACE) -> list[str]:
+    """What an install of a new add-on in `namespace` would lack (its kinds unknown yet: a
+    Deployment, the kind every add-on page asks for)."""
+    return permissions.addon_missing(namespace, ("Deployment",), cluster.access)
+
+
+def _check_live(cluster: Cluster) -> None:
+    if cluster.retired_at is not None:
+        raise ActionRefused(409, _("This cluster is retired."))
+
+
+def _lacks(addon: Addon, version: str) -> ActionRefused | None:
+    lacking = missing(addon, version)
+    if not lacking:
+        return None
+    message = _("The console's credentials on cluster %(cluster)s lack %(missing)s: the "
+                "add-on cannot be applied.") % {"cluster": addon.cluster.name,
+                                               "missing": ", ".join(lacking)}  # fmt: skip
+    return ActionRefused(403, message, missing=lacking)
+
+
+@contextmanager
+def _refusals(request: HttpRequest | None, user: User, target: str) -> Iterator[None]:
+    """A refused action is audited as such (after its transaction rolled back), then raised."""
+    try:
+        yield
+    except ActionRefused as refused:
+        audit.record(AuditEvent.Action.ADDON_CHANGE, user=user, request=request, target=target,
+                     result=AuditEvent.Result.REFUSED, detail=refused.message)  # fmt: skip
+        raise
+
+
+def _ask_access_again(cluster: Cluster) -> None:
+    from console import tasks
+
+    transaction.on_commit(lambda: tasks.check_access.delay(cluster.pk), robust=True)
 
 
 def _start(
@@ -136,6 +215,9 @@ def _start(
     latest = engine.attempt_facts(addon.attempts.first(), timezone.now())
     if latest is not None and latest.running and not latest.lease_expired:
         raise ActionRefused(409, _("An attempt on this add-on is running: wait for its end."))
+    lacking = _lacks(addon, version)
+    if lacking is not None:
+        raise lacking
     kind = kind or (Kind.UPGRADE if addon.applied_version else Kind.INSTALL)
     Addon.objects.filter(pk=addon.pk).update(desired_version=version)
     attempt = AddonAttempt.objects.create(
@@ -155,8 +237,12 @@ def _audit(
     request: HttpRequest | None, user: User, action: AuditEvent.Action, addon: Addon,
     detail: str, result: AuditEvent.Result = AuditEvent.Result.SUCCEEDED,
 ) -> None:  # fmt: skip
-    audit.record(action, user=user, request=request, target=f"{addon.cluster.name}/{addon.name}",
-                 result=result, detail=detail)  # fmt: skip
+    audit.record(action, user=user, request=request, target=_target(addon), result=result,
+                 detail=detail)  # fmt: skip
+
+
+def _target(addon: Addon) -> str:
+    return f"{addon.cluster.name}/{addon.name}"
 
 
 def addon_json(addon: Addon) -> dict[str, Any]:
@@ -168,6 +254,7 @@ def addon_json(addon: Addon) -> dict[str, Any]:
         {"kind": a.kind, "from_version": a.from_version, "to_version": a.to_version,
          "requested_by": a.requested_by_name, "started_at": a.started_at,
          "finished_at": a.finished_at, "outcome": a.outcome, "answer": a.answer,
+         "reason": a.reason,
          # For the page, in the reader's language (the API's schema leaves them out).
          "kind_label": a.get_kind_display(), "outcome_label": a.get_outcome_display()}
         for a in addon.attempts.all()[:SHOWN]

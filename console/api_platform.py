@@ -161,6 +161,7 @@ class AddonAttemptOut(Schema):
     finished_at: datetime | None
     outcome: str
     answer: str
+    reason: str
 
 
 class AddonTransitionOut(Schema):

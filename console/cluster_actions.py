@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from console import audit
-from console.engine.connection import ConnectionReport, probe_connection
+from console.engine.connection import ConnectionReport, needs_of, probe_connection
 from console.kubeconfig import KubeconfigRejected, server_of, validate_kubeconfig
 from console.models import AuditEvent, Cluster, validate_http_url
 from console.node_actions import ActionRefused, check_operator
@@ -111,11 +111,13 @@ def credentials_from(body: Mapping[str, Any]) -> Credentials:
     return Credentials(text, context or str(config["current-context"]), namespace, insecure)
 
 
-def _probe(credentials: Credentials) -> ConnectionReport:
+def _probe(credentials: Credentials, cluster: Cluster | None = None) -> ConnectionReport:
+    """`cluster`: a stored one, whose add-ons' namespaces are asked too."""
     config = validate_kubeconfig(
         credentials.kubeconfig, credentials.context, insecure=credentials.insecure
     )
-    return probe_connection(config, credentials.context, credentials.namespace)
+    needs = needs_of(cluster)
+    return probe_connection(config, credentials.context, credentials.namespace, needs)
 
 
 def _failed(report: ConnectionReport) -> ActionRefused:
@@ -171,7 +173,7 @@ def check_connection(
     credentials = Credentials(cluster.kubeconfig, cluster.context, cluster.namespace,
                               cluster.insecure)  # fmt: skip
     try:
-        report = _probe(credentials)
+        report = _probe(credentials, cluster)
     except KubeconfigRejected as error:
         raise ActionRefused(422, str(error)) from None
     if report.reached:
@@ -190,7 +192,7 @@ def rotate(
     target = f"cluster {cluster.name}"
     try:
         credentials = credentials_from({"namespace": cluster.namespace, **body})
-        report = _probe(credentials)
+        report = _probe(credentials, cluster)
         if not report.reached:
             raise _failed(report)
     except ActionRefused as refused:

@@ -354,6 +354,8 @@ class AddonAttempt(models.Model):
     )
     applied = models.BooleanField(_("applied"), default=False)
     answer = models.TextField(_("the apply's answer"), blank=True)
+    # Why a failed attempt failed, in the console's words (jobs.status.addons reads it).
+    reason = models.CharField(_("reason"), max_length=500, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:

@@ -5,11 +5,16 @@ SelfSubjectAccessReview per entry. Pure: no database, no cluster.
 `required` rights are those of deploy/rbac-data-plane.yaml (the sync and Jobs); the others
 are the opt-in rights of operators' actions (deploy/rbac-operator-actions.yaml): missing, they
 hide the action and the page says which permission is missing.
+
+An add-on's manifests are applied in the add-on's own namespace, where the opt-in Role is bound
+(one RoleBinding per add-on namespace): its rights are asked there, for Deployments and
+DaemonSets alike (`addon_needs`), in `kube-system` (the registry's default namespace, part of
+every checklist) and in each namespace an add-on is registered in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.utils.functional import Promise
@@ -26,6 +31,7 @@ class Need:
     namespaced: bool  # asked in the cluster's default namespace, else cluster-wide
     required: bool
     breaks: str | Promise
+    namespace: str = ""  # asked in this namespace, whatever the cluster's default one
 
 
 def _need(
@@ -35,6 +41,25 @@ def _need(
     path = "/".join(p for p in (group or "core", resource, subresource) if p)
     key = f"{verb} {path}" + (" (namespace)" if namespaced else "")
     return Need(key, verb, group, resource, subresource, namespaced, required, breaks)
+
+
+ADDON_NAMESPACE = "kube-system"  # an add-on's namespace unless its operator names another
+# The kinds an add-on's manifests may hold (console.addon_manifests), as RBAC names them.
+ADDON_RESOURCES: Mapping[str, tuple[str, str]] = {
+    "Deployment": ("apps", "deployments"),
+    "DaemonSet": ("apps", "daemonsets"),
+}
+
+
+def addon_needs(namespace: str) -> tuple[Need, ...]:
+    """Server-side apply of each add-on kind in `namespace` (an apply that creates is a
+    `patch` too)."""
+    breaks = _("add-ons in this namespace cannot be installed or upgraded")
+    return tuple(
+        Need(f"patch {group}/{resource} (namespace {namespace})", "patch", group, resource, "",
+             namespaced=False, required=False, breaks=breaks, namespace=namespace)
+        for group, resource in ADDON_RESOURCES.values()
+    )  # fmt: skip
 
 
 NEEDS: tuple[Need, ...] = (
@@ -56,15 +81,13 @@ NEEDS: tuple[Need, ...] = (
     _need("create", "", "pods", _("drains are not offered"), subresource="eviction",
           required=False),
     _need("list", "policy", "poddisruptionbudgets", _("drains are not offered"), required=False),
-    _need("patch", "apps", "deployments", _("add-ons cannot be installed or upgraded"),
-          required=False, namespaced=True),
+    *addon_needs(ADDON_NAMESPACE),
 )  # fmt: skip
 BY_KEY: Mapping[str, Need] = {need.key: need for need in NEEDS}
 # The actions each operator's action needs, by the keys above.
 ACTIONS: Mapping[str, tuple[str, ...]] = {
     "cordon": ("patch core/nodes",),
     "drain": ("patch core/nodes", "create core/pods/eviction", "list policy/poddisruptionbudgets"),
-    "addons": ("patch apps/deployments (namespace)",),
 }
 
 
@@ -73,8 +96,8 @@ def attributes(need: Need, namespace: str) -> dict[str, str]:
     found = {"verb": need.verb, "group": need.group, "resource": need.resource}
     if need.subresource:
         found["subresource"] = need.subresource
-    if need.namespaced:
-        found["namespace"] = namespace
+    if need.namespace or need.namespaced:
+        found["namespace"] = need.namespace or namespace
     return found
 
 
@@ -82,3 +105,14 @@ def missing_for(action: str, allowed: Mapping[str, bool]) -> list[str]:
     """The permissions `action` needs that the last check did not find (all of them when no
     check was made: nothing is assumed)."""
     return [key for key in ACTIONS[action] if not allowed.get(key, False)]
+
+
+def addon_missing(namespace: str, kinds: Iterable[str], allowed: Mapping[str, bool]) -> list[str]:
+    """The permissions an add-on's apply needs in its namespace, for the kinds its manifests
+    hold, that the last check did not find (unknown counts as missing)."""
+    wanted = {ADDON_RESOURCES[kind] for kind in kinds if kind in ADDON_RESOURCES}
+    return [
+        need.key
+        for need in addon_needs(namespace)
+        if (need.group, need.resource) in wanted and not allowed.get(need.key, False)
+    ]

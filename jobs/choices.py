@@ -227,6 +227,7 @@ class DrainReason(models.TextChoices):
     SEVERAL_BUDGETS = "several_budgets", _("Several PodDisruptionBudgets select it")
     EVICTION_ERROR = "eviction_error", _("The Eviction API refused it")
     TIMEOUT = "timeout", _("Still present when the drain's time ran out")
+    GRACE_PERIOD = "grace_period", _("Not gone within its grace period after its eviction")
 
 
 class UsageClass(models.TextChoices):

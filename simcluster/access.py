@@ -4,6 +4,8 @@ simcluster has one identity (its bearer token). By default it may do everything,
 cluster-admin; `SimCluster.set_access_rules([...])` narrows what reviews answer to RBAC-style
 rules: `{"verbs": [...], "apiGroups": [...], "resources": [...], "namespaces": [...]}` with `*`
 for any, `resource/subresource` for subresources, `namespaces` omitted for every namespace.
+`rules_from_rbac` turns RBAC objects (deploy/rbac-*.yaml: Roles, ClusterRoles and their
+bindings) into such rules, as the RBAC authorizer reads them for the identity they bind.
 Only the reviews follow the rules; other requests are not refused by them.
 """
 
@@ -58,3 +60,33 @@ def review(rules: list[Obj] | None, body: Obj) -> Obj:
         "spec": spec,
         "status": status,
     }
+
+
+def _role_rules(roles: dict[tuple[str, str, str], Obj], binding: Obj) -> list[Obj]:
+    ref = binding.get("roleRef") or {}
+    namespace = binding["metadata"].get("namespace", "") if ref.get("kind") == "Role" else ""
+    role = roles.get((ref.get("kind", ""), namespace, ref.get("name", "")))
+    return [r for r in (role or {}).get("rules") or [] if r.get("resources")]
+
+
+def rules_from_rbac(objects: list[Obj]) -> list[Obj]:
+    """The rules every binding among `objects` grants (simcluster has one identity: each
+    binding's subjects are taken to be it). A ClusterRoleBinding grants its ClusterRole in
+    every namespace and cluster-wide; a RoleBinding grants its Role or ClusterRole in its own
+    namespace only. Non-resource rules are left out (reviews here ask about resources)."""
+    roles = {
+        (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"]): obj
+        for obj in objects
+        if obj.get("kind") in ("Role", "ClusterRole")
+    }
+    found: list[Obj] = []
+    for binding in objects:
+        if binding.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        where = {}
+        if binding["kind"] == "RoleBinding":
+            where = {"namespaces": [binding["metadata"]["namespace"]]}
+        for rule in _role_rules(roles, binding):
+            found.append({"verbs": rule.get("verbs", []), "apiGroups": rule.get("apiGroups", []),
+                          "resources": rule["resources"], **where})  # fmt: skip
+    return found

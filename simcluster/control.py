@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import orjson
+import yaml
 
-from simcluster import errors
+from simcluster import access, errors
 from simcluster.api import Request, Response
 from simcluster.cluster import Cluster
 from simcluster.faults import FaultError, Faults
@@ -29,6 +30,9 @@ class Scenarios(Protocol):
     def node_online(self, name: str) -> None: ...
     def cordon(self, name: str) -> None: ...
     def uncordon(self, name: str) -> None: ...
+    def set_access_rules(self, rules: list[dict[str, Any]] | None) -> None: ...
+    @property
+    def access_rules(self) -> list[dict[str, Any]] | None: ...
 
 
 Obj = dict[str, Any]
@@ -37,6 +41,20 @@ NODE_ACTIONS = ("offline", "online", "cordon", "uncordon")
 
 def _json(status: int, payload: Any) -> Response:
     return Response(status, orjson.dumps(payload))
+
+
+def _access_rules(body: Obj) -> list[Obj] | None:
+    """`{"rules": [...]}` (null: everything allowed) or `{"rbac": "YAML"}`: the Roles,
+    ClusterRoles and bindings of RBAC YAML such as deploy/rbac-data-plane.yaml."""
+    if "rbac" in body:
+        objects = [doc for doc in yaml.safe_load_all(str(body["rbac"])) if isinstance(doc, dict)]
+        return access.rules_from_rbac(objects)
+    rules = body["rules"]
+    if rules is not None and not (
+        isinstance(rules, list) and all(isinstance(rule, dict) for rule in rules)
+    ):
+        raise ValueError("rules is a list of RBAC-style rules, or null")
+    return rules
 
 
 class ControlSurface:
@@ -49,7 +67,7 @@ class ControlSurface:
             return self._route(request.method, parts, request.body)
         except errors.ApiError as error:
             return Response(error.code, orjson.dumps(error.status()))
-        except (FaultError, ValueError, KeyError) as error:
+        except (FaultError, ValueError, KeyError, yaml.YAMLError) as error:
             return Response(400, orjson.dumps(errors.bad_request(str(error)).status()))
 
     def _route(self, method: str, parts: list[str], body: bytes) -> Response:
@@ -83,6 +101,10 @@ class ControlSurface:
             return _json(200, {"cleared": self.sim.clear_faults()})
         if parts == ["faults"] and method == "GET":
             return _json(200, {"faults": [f.describe() for f in self.sim.faults.active()]})
+        if parts == ["access"] and method in ("GET", "PUT"):
+            if method == "PUT":
+                self.sim.set_access_rules(_access_rules(orjson.loads(body or b"{}")))
+            return _json(200, {"rules": self.sim.access_rules})
         if method == "POST" and parts == ["compact"]:
             return _json(200, {"compactedRevision": self.sim.compact()})
         if method == "POST" and parts == ["advance"]:

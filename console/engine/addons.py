@@ -6,8 +6,13 @@ each later one reads the workloads back (and their pods, for crash loops), store
 derives the phase (jobs.status.addons), records a transition on a real change, and ends the
 attempt once the add-on is Ready or Failed. A pass runs only while the attempt's lease is held
 and renews it; a worker that dies leaves a lease that runs out, and the add-on then reads
-Failed, never Installing for ever. `observe_addons` keeps the rollout of settled add-ons fresh
-so that a Ready add-on losing availability says so.
+Failed, never Installing for ever: the attempt's row is closed failed with that reason by the
+next look at it (a late pass, or the beat's `observe_addons`, which also keeps the rollout of
+settled add-ons fresh so that a Ready add-on losing availability says so).
+
+An attempt has a deadline (ATTEMPT_SECONDS) whether its cluster answers or not: passes that
+cannot reach the cluster are retried until then, and the attempt ends Failed naming the
+cluster. An attempt on a retired cluster ends Failed at its next pass.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from console.kube.gateway import (
 from console.kube.observations import parse_addon, parse_pod
 from console.kubeconfig import KubeconfigRejected
 from console.models import Addon, AddonAttempt, AddonTransition
-from jobs.status.addons import AttemptFacts, Rollout, addon_phase
+from jobs.status.addons import LEASE_RAN_OUT, AttemptFacts, Rollout, addon_phase
 
 logger = logging.getLogger(__name__)
 FIELD_MANAGER = "trainyard"
@@ -56,6 +61,7 @@ def attempt_facts(attempt: AddonAttempt | None, now: datetime) -> AttemptFacts |
         kind=attempt.kind, from_version=attempt.from_version, to_version=attempt.to_version,
         running=running, failed=attempt.outcome == AddonAttempt.Outcome.FAILED,
         applied=attempt.applied, answer=attempt.answer, lease_expired=expired,
+        reason=attempt.reason,
     )  # fmt: skip
 
 
@@ -99,10 +105,13 @@ def _hold(attempt_id: int, now: datetime) -> bool:
 def advance_attempt(attempt_id: int) -> float | None:
     now = timezone.now()
     if not _hold(attempt_id, now):
-        _close_expired(attempt_id, now)
+        close_expired(now, attempt_id)
         return None
     attempt = AddonAttempt.objects.select_related("addon__cluster").get(pk=attempt_id)
     addon = attempt.addon
+    if addon.cluster.retired_at is not None:
+        _end(attempt, addon, now, f"cluster {addon.cluster.name} was retired")
+        return None
     try:
         gateway = gateway_for(addon.cluster)
         if not attempt.applied:
@@ -110,8 +119,16 @@ def advance_attempt(attempt_id: int) -> float | None:
         observe(gateway, addon, now)
     except (ClusterUnreachable, KubeconfigRejected) as error:
         logger.info("add-on attempt %s: %s", attempt_id, error)
+        if _overdue(attempt, now):
+            reason = f"cluster {addon.cluster.name} could not be reached in time: {error}"
+            _end(attempt, addon, now, reason)
+            return None
         return PASS_SECONDS
     return _settle(attempt, addon, now)
+
+
+def _overdue(attempt: AddonAttempt, now: datetime) -> bool:
+    return now - attempt.started_at > timedelta(seconds=ATTEMPT_SECONDS)
 
 
 def _apply(gateway: Gateway, attempt: AddonAttempt) -> None:
@@ -128,7 +145,7 @@ def _apply(gateway: Gateway, attempt: AddonAttempt) -> None:
         answers.append(error.message)
         AddonAttempt.objects.filter(pk=attempt.pk).update(
             outcome=AddonAttempt.Outcome.FAILED, finished_at=timezone.now(),
-            answer="; ".join(answers),
+            answer="; ".join(answers), reason=f"the apply was refused: {error.message}"[:500],
         )  # fmt: skip
         attempt.refresh_from_db()
         return
@@ -177,42 +194,70 @@ def _total(kind: str, found: dict[str, Any]) -> int | None:
 
 def _settle(attempt: AddonAttempt, addon: Addon, now: datetime) -> float | None:
     phase, reason = record_phase(addon, now)
-    outcome: str | None = None
     if phase == Addon.Phase.READY:
-        outcome = AddonAttempt.Outcome.SUCCEEDED
-    elif phase == Addon.Phase.FAILED:
-        outcome = AddonAttempt.Outcome.FAILED
-    if outcome is None and now - attempt.started_at > timedelta(seconds=ATTEMPT_SECONDS):
-        outcome, reason = AddonAttempt.Outcome.FAILED, "the rollout did not finish in time"
-    if outcome is None:
+        AddonAttempt.objects.filter(pk=attempt.pk, outcome=Running).update(
+            outcome=AddonAttempt.Outcome.SUCCEEDED, finished_at=now, lease_until=None
+        )
+        record_phase(addon, now)
+        return None
+    if phase == Addon.Phase.FAILED:
+        _end(attempt, addon, now, reason)
+    elif _overdue(attempt, now):
+        _end(attempt, addon, now, "the rollout did not finish in time")
+    else:
         return PASS_SECONDS
-    answer = attempt.answer if outcome == AddonAttempt.Outcome.SUCCEEDED else reason
-    AddonAttempt.objects.filter(pk=attempt.pk, outcome=Running).update(
-        outcome=outcome, finished_at=now, lease_until=None, answer=answer[:2000]
-    )
-    record_phase(addon, now)
     return None
 
 
-def _close_expired(attempt_id: int, now: datetime) -> None:
-    """A running attempt whose lease ran out: its phase reads Failed (jobs.status.addons);
-    the transition is recorded now."""
-    attempt = AddonAttempt.objects.select_related("addon").filter(pk=attempt_id).first()
-    if attempt is not None:
-        record_phase(attempt.addon, now)
+def _end(attempt: AddonAttempt, addon: Addon, now: datetime, reason: str) -> None:
+    """The attempt closed failed with `reason` (unless it ended meanwhile), the phase recorded."""
+    AddonAttempt.objects.filter(pk=attempt.pk, outcome=Running).update(
+        outcome=AddonAttempt.Outcome.FAILED, finished_at=now, lease_until=None,
+        reason=reason[:500],
+    )  # fmt: skip
+    record_phase(addon, now)
+
+
+def _expired(now: datetime) -> Q:
+    """Running attempts whose lease ran out, or queued ones never started within a lease."""
+    queued_long_ago = Q(
+        lease_until__isnull=True, started_at__lt=now - timedelta(seconds=LEASE_SECONDS)
+    )
+    return Q(outcome=Running) & (Q(lease_until__lt=now) | queued_long_ago)
+
+
+def close_expired(now: datetime, attempt_id: int | None = None) -> list[int]:
+    """Attempts whose worker died are closed failed with that reason (one conditional UPDATE
+    each: a pass that still holds its lease is left alone), and their add-ons' phase recorded.
+    Returns the add-ons touched."""
+    found = AddonAttempt.objects.filter(_expired(now))
+    if attempt_id is not None:
+        found = found.filter(pk=attempt_id)
+    closed = []
+    for attempt in found.select_related("addon"):
+        ended = AddonAttempt.objects.filter(_expired(now), pk=attempt.pk).update(
+            outcome=AddonAttempt.Outcome.FAILED, finished_at=now, reason=LEASE_RAN_OUT
+        )
+        if ended:
+            record_phase(attempt.addon, now)
+            closed.append(attempt.addon_id)
+    return closed
 
 
 def observe_addons() -> int:
-    """The beat's pass over settled registry add-ons: their rollout read again, the phase
-    recorded (a Ready add-on that loses availability says why). Returns how many were read."""
+    """The beat's pass over registry add-ons: attempts whose worker died closed; every add-on's
+    phase recorded (one never applied too: its first attempt may have died before its first
+    pass); the rollout of applied ones read again (a Ready add-on that loses availability
+    says why). Returns how many rollouts were read."""
     now, count = timezone.now(), 0
-    for addon in (
-        Addon.objects.filter(managed=True).exclude(applied_version="").select_related("cluster")
-    ):
-        try:
-            observe(gateway_for(addon.cluster), addon, now)
-        except (ClusterUnreachable, KubeconfigRejected):
-            continue
+    close_expired(now)
+    live = Addon.objects.filter(managed=True, cluster__retired_at__isnull=True)
+    for addon in live.select_related("cluster"):
+        if addon.applied_version:
+            try:
+                observe(gateway_for(addon.cluster), addon, now)
+            except (ClusterUnreachable, KubeconfigRejected):
+                continue
+            count += 1
         record_phase(addon, now)
-        count += 1
     return count

@@ -20,7 +20,7 @@ from console.kube.client import ClientConfigError, one_off_client, timeouts
 from console.kube.gateway import ClusterUnreachable, Gateway
 from console.kubeconfig import KubeconfigRejected
 from console.models import Cluster
-from console.permissions import NEEDS, Need, attributes
+from console.permissions import ADDON_NAMESPACE, NEEDS, Need, addon_needs, attributes
 
 ACCESS_SECONDS = 600  # how long a permission check is trusted before the beat repeats it
 
@@ -44,7 +44,19 @@ class ConnectionReport:
         return {check.need.key: check.allowed for check in self.checks}
 
 
-def probe_connection(config: dict[str, Any], context: str, namespace: str) -> ConnectionReport:
+def needs_of(cluster: Cluster | None) -> tuple[Need, ...]:
+    """Every need, with the add-on rights asked in each namespace the cluster's add-ons are
+    registered in (kube-system's are among NEEDS)."""
+    if cluster is None:
+        return NEEDS
+    namespaces = cluster.addons.filter(managed=True).exclude(namespace=ADDON_NAMESPACE)
+    names = sorted(set(namespaces.values_list("namespace", flat=True)))
+    return NEEDS + tuple(need for name in names for need in addon_needs(name))
+
+
+def probe_connection(
+    config: dict[str, Any], context: str, namespace: str, needs: tuple[Need, ...] = NEEDS
+) -> ConnectionReport:
     try:
         client = one_off_client(config, context, outbound.peer_refusal)
     except ClientConfigError as error:
@@ -52,7 +64,7 @@ def probe_connection(config: dict[str, Any], context: str, namespace: str) -> Co
     try:
         gateway = Gateway(client, timeouts())
         version = str(gateway.version().get("gitVersion", ""))
-        checks = [_check(gateway, need, namespace) for need in NEEDS]
+        checks = [_check(gateway, need, namespace) for need in needs]
     except ClusterUnreachable as error:
         return ConnectionReport(False, error=str(error))
     finally:
@@ -69,7 +81,7 @@ def refresh_access(cluster_id: int) -> bool:
         return False
     try:
         gateway = gateway_for(cluster)
-        checks = [_check(gateway, need, cluster.namespace) for need in NEEDS]
+        checks = [_check(gateway, need, cluster.namespace) for need in needs_of(cluster)]
     except (ClusterUnreachable, KubeconfigRejected):
         return False
     allowed = {check.need.key: check.allowed for check in checks}

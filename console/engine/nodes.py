@@ -173,17 +173,18 @@ def _evict_due(
         elif status != DrainPodStatus.EVICTING:
             _evict(gateway, row)
         else:
-            _note_overdue(row, present[row.uid].pod.grace_seconds)
+            _give_up_if_past_grace(row, present[row.uid].pod.grace_seconds)
 
 
-def _note_overdue(row: DrainPod, grace_seconds: int) -> None:
-    """An evicted pod still there past its grace period (and a pass's slack) is named so: the
-    kubelet should have killed it by now (a finalizer, or an unreachable node, may hold it)."""
-    overdue = timezone.now() - row.updated_at > timedelta(seconds=grace_seconds + RETRY_SECONDS)
-    words = f"still terminating past its grace period ({grace_seconds} s)"
-    if overdue and row.detail != words:
-        row.detail = words
-        row.save(update_fields=["detail"])
+def _give_up_if_past_grace(row: DrainPod, grace_seconds: int) -> None:
+    """An evicted pod still there past its grace period (jobs.status.drain.past_grace) is
+    failed, with its grace period named; the drain then ends Failed, never Drained."""
+    evicting = (timezone.now() - row.updated_at).total_seconds()
+    if rules.past_grace(evicting, grace_seconds):
+        detail = (
+            f"still present {int(evicting)} s after its eviction (grace period {grace_seconds} s)"
+        )
+        _save(row, DrainPodStatus.FAILED, DrainReason.GRACE_PERIOD, detail)
 
 
 def _evict(gateway: Gateway, row: DrainPod) -> None:

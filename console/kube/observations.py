@@ -581,7 +581,11 @@ def parse_pod_on_node(item: Item) -> PodOnNode:
         ready=_is_true(status.get("conditions"), "Ready"),
         deleting="deletionTimestamp" in meta,
         empty_dirs=tuple(str(v.get("name", "")) for v in volumes if "emptyDir" in v),
-        grace_seconds=_int(spec.get("terminationGracePeriodSeconds"), 30),
+        # The grace its deletion was given, once deleting; else the one it declares.
+        grace_seconds=_int(
+            meta.get("deletionGracePeriodSeconds"),
+            _int(spec.get("terminationGracePeriodSeconds"), 30),
+        ),
         gpus=_gpus(spec),
         job_id=_label_int(labels, JOB_LABEL),
     )

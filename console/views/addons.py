@@ -16,8 +16,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from console import addon_actions, node_actions, permissions
+from console import addon_actions, node_actions
 from console.models import Addon, Cluster
+from console.permissions import ADDON_NAMESPACE
 from console.web import HtmxHttpRequest, not_modified, poll_version
 
 MOVING = (Addon.Phase.INSTALLING, Addon.Phase.UPGRADING)
@@ -41,23 +42,34 @@ def _addon(request: HttpRequest, cluster: str, name: str) -> Addon:
 
 @login_required
 def addon_new(request: HttpRequest, cluster: str) -> HttpResponse:
+    """ "Install now" is offered only where the last permission check allows an apply in the
+    namespace given (kube-system until the operator names another)."""
     found = _cluster(request, cluster)
-    context: dict[str, Any] = {"cluster": found, "values": {}, "errors": {}}
+    values: dict[str, str] = {}
+    context: dict[str, Any] = {"cluster": found, "errors": {}}
     if request.method == "POST":
         values = {k: request.POST.get(k, "").strip() for k in ("name", "namespace", "version")}
         body = {
-            "name": values["name"], "namespace": values["namespace"] or "kube-system",
+            "name": values["name"], "namespace": values["namespace"] or ADDON_NAMESPACE,
             "versions": {values["version"]: request.POST.get("manifest", "")},
             "desired_version": values["version"] if request.POST.get("install") else "",
         }  # fmt: skip
         try:
             addon = addon_actions.create_addon(request.user, found, body, request)
         except node_actions.ActionRefused as refused:
-            context |= {"values": values, "error": refused.message,
-                        "errors": refused.extra.get("errors", {})}  # fmt: skip
-            return render(request, "console/addon_new.html", context, status=422)
+            context |= {"error": refused.message, "errors": refused.extra.get("errors", {})}
+            return _new_form(request, context, values, refused.status)
         return redirect("addon", found.name, addon.name)
-    return render(request, "console/addon_new.html", context)
+    return _new_form(request, context, values)
+
+
+def _new_form(
+    request: HttpRequest, context: dict[str, Any], values: dict[str, str], status: int = 200
+) -> HttpResponse:
+    namespace = values.get("namespace") or ADDON_NAMESPACE
+    missing = addon_actions.missing_to_install(context["cluster"], namespace)
+    context |= {"values": values, "namespace": namespace, "missing": missing}
+    return render(request, "console/addon_new.html", context, status=status)
 
 
 @login_required
@@ -69,7 +81,7 @@ def addon_page(request: HtmxHttpRequest, cluster: str, name: str) -> HttpRespons
     context = {
         "addon": addon, "shown": shown, "now": now, "version": version,
         "poll": shown["phase"] in MOVING,
-        "missing": permissions.missing_for("addons", addon.cluster.access),
+        "missing": addon_actions.missing(addon),
     }  # fmt: skip
     template = "console/addon.html#status" if request.htmx else "console/addon.html"
     return not_modified(request, version) or render(request, template, context)

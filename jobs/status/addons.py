@@ -7,7 +7,9 @@ set — from what the console applied, its last attempt and the rollout observed
     Ready       applied version == desired, and every workload rolled out by kubectl's rule:
                 observedGeneration current, updated = desired = available replicas
     Failed      the apply was refused, a rollout exceeded its progress deadline, pods crash-
-                loop, or a running attempt's lease ran out (its worker died)
+                loop, a running attempt's lease ran out (its worker died), or the attempt
+                ended failed for a reason it recorded (its deadline passed, the cluster could
+                not be reached all that time, or the cluster was retired)
 
 A Ready add-on whose workloads lose availability stays Ready (its version is reached) with the
 reason beside it, instead of staying silently green.
@@ -19,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobs.choices import AddonPhase
+
+LEASE_RAN_OUT = "the attempt's worker stopped before it finished (its lease ran out)"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class AttemptFacts:
     applied: bool
     answer: str
     lease_expired: bool
+    reason: str = ""  # why a failed attempt failed (the console's words), "" when not said
 
 
 def rolled_out(rollout: Rollout) -> bool:
@@ -70,16 +75,16 @@ def _rolling_phase(attempt: AttemptFacts | None) -> AddonPhase:
 
 def _failure(attempt: AttemptFacts | None, rollouts: Sequence[Rollout]) -> str | None:
     if attempt is not None and attempt.running and attempt.lease_expired:
-        return "the attempt's worker stopped before it finished (its lease ran out)"
+        return LEASE_RAN_OUT
     if attempt is not None and attempt.failed and not attempt.applied:
-        return f"the apply was refused: {attempt.answer}"
+        return attempt.reason or f"the apply was refused: {attempt.answer}"
     for rollout in rollouts:  # a condition of an older spec says nothing of the current one
         if rollout.deadline_exceeded and rollout.observed_generation >= rollout.generation:
             return f"{rollout.kind} {rollout.name}: ProgressDeadlineExceeded {rollout.message}"
         if rollout.crash_looping:
             return f"{rollout.kind} {rollout.name}: {rollout.crash_looping} pods crash-looping"
     if attempt is not None and attempt.failed:
-        return attempt.answer or "the attempt failed"
+        return attempt.reason or attempt.answer or "the attempt failed"
     return None
 
 

@@ -20,6 +20,8 @@ from jobs.choices import DrainAction, DrainPodStatus, DrainReason, DrainState
 
 # Blocked pods the drain keeps trying (a budget's allowance comes back as pods become ready).
 RETRIED = frozenset({DrainReason.BUDGET, DrainReason.SEVERAL_BUDGETS})
+# After a pod's grace period its kubelet kills it and the API server removes it: a few seconds.
+GRACE_SLACK_SECONDS = 10
 EVICTED_STATUSES = frozenset({200, 201})
 GONE_STATUSES = frozenset({404, 409})  # no such pod, or the UID precondition: another pod
 
@@ -135,6 +137,13 @@ def eviction_verdict(status: int, message: str, causes: Sequence[str]) -> Evicti
     )
 
 
+def past_grace(evicting_seconds: float, grace_seconds: int) -> bool:
+    """An evicted pod is waited for within its grace period (and the slack of its removal);
+    one still there after that will not go by itself (a finalizer, or a node that stopped
+    answering, holds it): the drain gives up on it, and the pod's status is failed."""
+    return evicting_seconds > grace_seconds + GRACE_SLACK_SECONDS
+
+
 def waits_for(status: DrainPodStatus, reason: DrainReason | None) -> bool:
     """A pod the drain is still working on: not yet evicted, gone, or given up."""
     if status in (DrainPodStatus.PENDING, DrainPodStatus.EVICTING):
@@ -150,7 +159,8 @@ def drain_outcome(
 
         running --all evicted and none left--> drained
         running --only blocked pods left (budget at the deadline, or filters)--> partly drained
-        running --deadline with a pod still terminating, or an eviction refused--> failed
+        running --deadline with a pod still terminating, an eviction refused, or a pod not
+                gone within its grace period--> failed
     """
     working = any(waits_for(status, reason) for status, reason in pods)
     if working and not timed_out:

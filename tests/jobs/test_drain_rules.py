@@ -8,9 +8,16 @@ from typing import Any
 
 import pytest
 
-from console.kube.observations import BudgetObs, LabelRequirement, PodOnNode
+from console.kube.observations import BudgetObs, LabelRequirement, PodOnNode, parse_pod_on_node
 from jobs.choices import DrainAction, DrainPodStatus, DrainReason, DrainState
-from jobs.status.drain import drain_outcome, eviction_verdict, plan_pod, refused_by_filters
+from jobs.status.drain import (
+    GRACE_SLACK_SECONDS,
+    drain_outcome,
+    eviction_verdict,
+    past_grace,
+    plan_pod,
+    refused_by_filters,
+)
 
 
 def pod(**fields: Any) -> PodOnNode:
@@ -118,3 +125,23 @@ def test_it_never_says_drained_while_a_pod_remains(
     state: DrainState | None,
 ) -> None:  # fmt: skip
     assert drain_outcome(pods, remaining, timed_out) == state
+
+
+def test_an_evicted_pod_is_waited_for_within_its_grace_period_and_its_removal_slack() -> None:
+    """Issue 36: "waits for each pod to be gone within its grace period"; past it, the pod is
+    failed and the outcome Failed, never Drained while it remains."""
+    assert not past_grace(30 + GRACE_SLACK_SECONDS, 30)
+    assert past_grace(30 + GRACE_SLACK_SECONDS + 0.5, 30)
+    given_up = [(DrainPodStatus.FAILED, DrainReason.GRACE_PERIOD)]
+    assert drain_outcome(given_up, remaining=1, timed_out=False) == DrainState.FAILED
+
+
+def test_a_deleting_pods_grace_is_the_one_its_deletion_was_given() -> None:
+    meta: dict[str, Any] = {"name": "api-1", "namespace": "default", "uid": "u1",
+                            "deletionTimestamp": "2026-01-01T00:00:00Z",
+                            "deletionGracePeriodSeconds": 5}  # fmt: skip
+    item = {"metadata": meta, "spec": {"terminationGracePeriodSeconds": 600}}
+    assert parse_pod_on_node(item).grace_seconds == 5
+    del meta["deletionGracePeriodSeconds"]
+    assert parse_pod_on_node(item).grace_seconds == 600
+    assert parse_pod_on_node({"metadata": {"name": "p"}}).grace_seconds == 30

@@ -167,7 +167,7 @@ def test_it_shows_the_reason_beside_scheduling_disabled_on_the_pages(
     run = DrainRun.objects.get()
     assert drained["Location"] == f"/drains/{run.pk}/"
     drain_page = client.get(f"/drains/{run.pk}/").content.decode()
-    assert 'id="drain-pods"' in drain_page and "data-poll" in drain_page
+    assert 'id="drain-pods" class="stack"' in drain_page and "data-poll" in drain_page
     assert client.post(f"/drains/{run.pk}/stop/").status_code == 302
     fragment = client.get(f"/drains/{run.pk}/", headers={"HX-Request": "true"}).content.decode()
     assert 'data-state="stopped"' in fragment and "data-poll" not in fragment
