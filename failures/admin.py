@@ -1,5 +1,6 @@
 """Admin for operators (issue 34): their own failure signatures, each RE2 pattern checked when it
-is saved and tried on a pasted log (the test box: the lines it matches are shown after saving);
+is saved and tried on a pasted log (the test box: the lines it matches are shown after saving;
+a new signature starts disabled, so a pattern is tried before it judges any run, then enabled);
 the kept logs and the findings read-only, as the engine wrote them. Kept logs are diagnostics,
 so each page here is for operators (jobs.access.is_operator) who are also staff."""
 
@@ -35,7 +36,8 @@ class SignatureForm(forms.ModelForm):  # type: ignore[type-arg]
     sample = forms.CharField(
         label=_("Test on a log"), required=False, widget=forms.Textarea(attrs={"rows": 8}),
         help_text=_("Paste log lines: after saving, the lines the pattern matches are shown "
-                    "(at most 20). Nothing pasted here is stored."),
+                    "(at most 20). Nothing pasted here is stored. Save it disabled to try a "
+                    "pattern before it judges any run."),
     )  # fmt: skip
 
     class Meta:
@@ -60,7 +62,9 @@ class SignatureForm(forms.ModelForm):  # type: ignore[type-arg]
 @admin.register(Signature)
 class SignatureAdmin(OperatorsOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     form = SignatureForm
-    list_display = ["code", "label", "failure_class", "consequence", "enabled", "created_by"]
+    list_display = [
+        "code", "label", "failure_class", "consequence", "enabled", "valid", "created_by",
+    ]  # fmt: skip
     list_filter = ["failure_class", "enabled", "consequence"]
     search_fields = ["code", "label", "pattern"]
     list_select_related = ["created_by"]
@@ -68,6 +72,20 @@ class SignatureAdmin(OperatorsOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return is_operator(request.user)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """A new signature starts disabled: tried on a pasted log first, enabled after."""
+        return {**super().get_changeform_initial_data(request), "enabled": False}
+
+    @admin.display(description=_("valid"), boolean=True)
+    def valid(self, obj: Signature) -> bool:
+        """False for a pattern RE2 refuses now (stored before a check): judgements leave it out
+        (jobs.status.failure.Judge)."""
+        try:
+            compile_pattern(obj.pattern)
+        except ValueError:
+            return False
+        return True
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return is_operator(request.user)
