@@ -22,13 +22,14 @@ from console.demo import DEMO_JOBS
 from console.engine.cycle import sync_cluster
 from console.engine.keep_logs import Due, keep
 from console.engine.one_job import reconcile_job
-from console.kube.gateway import STATEFULSETS
+from console.kube.gateway import BATCH_JOBS, STATEFULSETS
 from console.models import ApiToken, Cluster
 from failures import store
 from failures.judge import judge
 from failures.models import Finding, KeptLog
 from jobs import operations
 from jobs.models import Job
+from simcluster.server import SimCluster
 from tests.engine.conftest import (  # noqa: F401 (fixtures)
     TIMEOUT,
     _fast_passwords,
@@ -304,3 +305,59 @@ def test_a_driver_whose_ray_nodes_never_gather_is_named_by_its_own_line(
     api = Client().get(f"/api/v1/jobs/{job.pk}", headers={"Authorization": f"Bearer {token}"})
     api = api.json()
     assert api["failure"]["label"] == "Ray nodes did not gather"
+
+
+def _judged_when_due(cluster: Cluster, job: Job) -> Finding:  # noqa: F811
+    """Sync cycles until one notes the Job for judging; then judged as `judge_failure` does."""
+    deadline = time.monotonic() + TIMEOUT
+    while job.pk not in sync_cluster(cluster.pk).judge_due:
+        assert time.monotonic() < deadline, "the Job was never noted for judging"
+    judge(job.pk, timezone.now())
+    return Finding.objects.get(job=job)
+
+
+def test_an_evicted_pod_is_named_by_its_pods_reason(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    sim: SimCluster,  # noqa: F811
+) -> None:
+    """Issue 34 audit, item 2: Evicted is the pod's `status.reason` (KUBERNETES-FACTS: phase
+    Failed, its container terminated with reason Error), never a container's termination
+    reason; its Worker row keeps it and the Job is judged when the sync sees it."""
+    job = submit(
+        alice, cluster, "evict", task("worker", kind="Job", command=["sim", "run", "3600"])
+    )
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    pod = Worker.objects.get(task__job=job).pod_name
+    assert sim.evict_pod(job.namespace, pod)
+    finding = _judged_when_due(cluster, job)
+    assert (finding.code, finding.failure_class, finding.pod_name) == (
+        "evicted",
+        "infrastructure",
+        pod,
+    )
+    assert PodInstance.objects.get(pod_name=pod).termination_reason == "Error"
+
+
+def test_a_batch_job_past_its_deadline_is_named_deadline_exceeded(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34 audit, item 2: a batch Job past `activeDeadlineSeconds` (set here behind the
+    console's back: its spec has no such field) turns Failed with the condition reason
+    DeadlineExceeded and its pods deleted; the Failed Job is kept and judged from it."""
+    job = submit(
+        alice, cluster, "late", task("trainer", kind="Job", command=["sim", "run", "3600"])
+    )
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    patch = {"spec": {"activeDeadlineSeconds": 1}}
+    gateway(cluster).patch(BATCH_JOBS, job.namespace, "late-trainer", patch)
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while Job.objects.get(pk=job.pk).phase != "Failed":
+        assert time.monotonic() < deadline, "the deadline never failed the Job"
+        dues += sync_cluster(cluster.pk).logs_due
+    (failed,) = [due for due in dues if due.why == KeptLog.Why.FAILED]
+    keep(job.pk, failed.why, failed.pods)
+    finding = Finding.objects.get(job=job)
+    assert (finding.code, finding.pod_name) == ("deadline", "late-trainer")
