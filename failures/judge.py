@@ -41,7 +41,9 @@ def judge(job_id: int, now: datetime) -> Finding | None:
     failed completion (the driver's RayNodesTimeout is said there); Kubernetes' reason (a
     container OOMKilled, a pod Evicted or past its deadline, an image that cannot be pulled);
     last, a consequence the logs name (what followed a failure no one named)."""
-    job = Job.objects.get(pk=job_id)
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:  # deleted since
+        return None
     kept = {k.pk: k for k in KeptLog.objects.filter(job=job, run=job.run)}
     ordered = sorted(kept.values(), key=lambda k: (_moment(k.last_line_at), _moment(k.kept_at)))
     logs = [failure.KeptLog(k.pod_name, k.container, k.attempt, store.read(k), k.pk)
@@ -51,7 +53,10 @@ def judge(job_id: int, now: datetime) -> Finding | None:
     if found is not None and from_logs is not None and not found.consequence:
         return _store(job, now, from_logs)
     fields = _reported(job) or _kubernetes_reason(job) or from_logs
-    return None if fields is None else _store(job, now, fields)
+    if fields is None:
+        _withdraw_passing(job)
+        return None
+    return _store(job, now, fields)
 
 
 def _moment(at: datetime | None) -> datetime:
@@ -148,6 +153,16 @@ def _task_reasons(job: Job) -> list[_Said]:
             reason = str(message.params.get("reason", ""))
             said.append(_Said(reason, task.name, None, task.observed_at))
     return said
+
+
+# Findings of a state that passes: a container waiting on its image pulls it at last.
+PASSING = frozenset({"image_pull"})
+
+
+def _withdraw_passing(job: Job) -> None:
+    """The run's Finding withdrawn when it named a state that no longer holds (an image that
+    could not be pulled, now pulled), nothing else naming a failure."""
+    Finding.objects.filter(job=job, run=job.run, code__in=PASSING).delete()
 
 
 def _store(job: Job, now: datetime, fields: dict[str, Any]) -> Finding:

@@ -29,6 +29,10 @@ Obj = dict[str, Any]
 JOB_LABEL = "trainyard.io/job"  # the console's label on every pod of a Job (console/kube)
 
 
+# The stages of a container waiting on its image.
+PULL_WAITING = frozenset({Stage.PULLING, Stage.PULL_ERROR, Stage.PULL_BACKOFF})
+
+
 class Kubelet:
     def __init__(self, ctx: Context, nodes: NodeRegistry, signals: SignalPoster) -> None:
         self.ctx = ctx
@@ -91,6 +95,7 @@ class Kubelet:
         if node is None or not node.online:
             return
         runtime = self._runtime_for(pod, node, now)
+        self._new_images(runtime, pod, now)
         if "deletionTimestamp" in pod["metadata"] and not runtime.deleting:
             runtime.stop_deadline = parse_rfc3339(pod["metadata"]["deletionTimestamp"])
             self.driver.begin_stop(runtime, now)
@@ -98,6 +103,18 @@ class Kubelet:
             self.driver.replay(runtime, container, node, now)
         self._settle_phase(runtime, node)
         self._publish(runtime, pod, node, now)
+
+    def _new_images(self, runtime: PodRuntime, pod: Obj, now: float) -> None:
+        """A pod's image changed (the one update a pod allows) on a container still waiting on
+        its pull: the next pull, at once, is of the new image, outside the old image's back-off
+        (the kubelet's back-off is per image). A container already running keeps its image
+        here."""
+        wanted = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
+        for container in runtime.containers:
+            image = wanted.get(container.name, container.image)
+            if image != container.image and container.stage in PULL_WAITING:
+                container.image, container.pull_backoff = image, 0.0
+                container.stage, container.until = Stage.PULL_BACKOFF, now
 
     def _runtime_for(self, pod: Obj, node: SimNode, now: float) -> PodRuntime:
         uid = pod["metadata"]["uid"]

@@ -125,13 +125,18 @@ class SyncResult:
 
 
 def failing_pods(changes: Changes, state: State) -> tuple[int, ...]:
-    """The Jobs a Worker of which took a reason Kubernetes names a failure by (Evicted,
-    DeadlineExceeded, an image that cannot be pulled): judged then (failures.judge), since a Job
-    stuck on an image never turns Failed and a StatefulSet re-creates an evicted pod at once."""
+    """The Jobs a Worker of which took, or left, a reason Kubernetes names a failure by
+    (Evicted, DeadlineExceeded, an image that cannot be pulled): judged then (failures.judge),
+    since a Job stuck on an image never turns Failed, a StatefulSet re-creates an evicted pod at
+    once, and an image pulled at last withdraws what was said of it."""
     job_of = {task.pk: job.pk for job in state.jobs for task in job.tasks}
-    written = [*changes.new_workers, *changes.workers]
-    return tuple(sorted({job_of[w.task_id] for w in written
-                         if w.reason in POD_REASONS and w.task_id in job_of}))  # fmt: skip
+    due = set()
+    for worker in [*changes.new_workers, *changes.workers]:
+        before = state.workers.get(worker.task_id, {}).get(worker.pod_name)
+        reasons = {worker.reason, before.reason if before else ""}
+        if reasons & set(POD_REASONS) and worker.task_id in job_of:
+            due.add(job_of[worker.task_id])
+    return tuple(sorted(due))
 
 
 # --- the lease -------------------------------------------------------------------------------

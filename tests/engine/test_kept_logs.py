@@ -22,7 +22,7 @@ from console.demo import DEMO_JOBS
 from console.engine.cycle import sync_cluster
 from console.engine.keep_logs import Due, keep
 from console.engine.one_job import reconcile_job
-from console.kube.gateway import BATCH_JOBS, STATEFULSETS
+from console.kube.gateway import BATCH_JOBS, PODS, STATEFULSETS
 from console.models import ApiToken, Cluster
 from failures import store
 from failures.judge import judge
@@ -276,6 +276,14 @@ def test_a_job_stuck_on_an_image_is_judged_and_its_page_names_imagepull(
     page = client.get(job.get_absolute_url()).content.decode()
     assert "Failing:" in page and "Image cannot be pulled (configuration)" in page
     assert "The image name, tag or registry credentials are wrong" in page
+    # The image is pulled at last (here the pod's image mended behind the console's back): the
+    # cycle that sees the reason go notes the Job, and what was said of the pull is withdrawn.
+    api = gateway(cluster)
+    pod = api.get(PODS, job.namespace, finding.pod_name)
+    assert pod is not None
+    containers = [{**c, "image": "registry.example/rollout:1"} for c in pod["spec"]["containers"]]
+    api.patch(PODS, job.namespace, finding.pod_name, {"spec": {"containers": containers}})
+    _judged_when_due(cluster, job, found=False)
 
 
 def test_a_driver_whose_ray_nodes_never_gather_is_named_by_its_own_line(
@@ -307,13 +315,15 @@ def test_a_driver_whose_ray_nodes_never_gather_is_named_by_its_own_line(
     assert api["failure"]["label"] == "Ray nodes did not gather"
 
 
-def _judged_when_due(cluster: Cluster, job: Job) -> Finding:  # noqa: F811
+def _judged_when_due(cluster: Cluster, job: Job, found: bool = True) -> Finding | None:  # noqa: F811
     """Sync cycles until one notes the Job for judging; then judged as `judge_failure` does."""
     deadline = time.monotonic() + TIMEOUT
     while job.pk not in sync_cluster(cluster.pk).judge_due:
         assert time.monotonic() < deadline, "the Job was never noted for judging"
     judge(job.pk, timezone.now())
-    return Finding.objects.get(job=job)
+    finding = Finding.objects.filter(job=job).first()
+    assert (finding is not None) == found
+    return finding
 
 
 def test_an_evicted_pod_is_named_by_its_pods_reason(
@@ -331,6 +341,7 @@ def test_an_evicted_pod_is_named_by_its_pods_reason(
     pod = Worker.objects.get(task__job=job).pod_name
     assert sim.evict_pod(job.namespace, pod)
     finding = _judged_when_due(cluster, job)
+    assert finding is not None
     assert (finding.code, finding.failure_class, finding.pod_name) == (
         "evicted",
         "infrastructure",

@@ -137,3 +137,24 @@ def test_a_stored_pattern_re2_refuses_does_not_stop_the_judgement(job: Job) -> N
     _keep(job, "rl-worker-0", "uid-0", NCCL)
     finding = judge.judge(job.pk, NOW)
     assert finding is not None and finding.code == "nccl_error"
+
+
+def test_an_image_pulled_at_last_withdraws_what_was_said_of_it(job: Job) -> None:
+    """Item 2: a pull that failed and then succeeded (a registry's hiccup) leaves no banner."""
+    worker = _worker(_task(job), "rl-worker-0", "ImagePullBackOff")
+    assert judge.judge(job.pk, NOW) is not None
+    Worker.objects.filter(pk=worker.pk).update(reason="", phase=PodPhase.RUNNING)
+    assert judge.judge(job.pk, NOW) is None and not job.findings.exists()
+
+
+def test_an_eviction_stays_named_after_its_pod_is_replaced(job: Job) -> None:
+    worker = _worker(_task(job), "rl-worker-0", "Evicted", PodPhase.FAILED)
+    assert judge.judge(job.pk, NOW) is not None
+    Worker.objects.filter(pk=worker.pk).update(reason="", phase=PodPhase.RUNNING)
+    assert judge.judge(job.pk, NOW) is None and job.findings.get().code == "evicted"
+
+
+def test_a_deleted_job_is_not_judged(job: Job) -> None:
+    job_id = job.pk
+    job.delete()
+    assert judge.judge(job_id, NOW) is None
