@@ -10,7 +10,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -48,15 +51,29 @@ class SignatureForm(forms.ModelForm):  # type: ignore[type-arg]
         ]  # fmt: skip
 
     def clean_pattern(self) -> str:
-        pattern: str = self.cleaned_data["pattern"]
-        try:
-            compile_pattern(pattern)
-        except ValueError as error:
-            raise forms.ValidationError(
-                _("Not a valid RE2 pattern (no backreferences or lookaround): %(error)s"),
-                params={"error": error},
-            ) from None
-        return pattern
+        return checked_pattern(self.cleaned_data["pattern"])
+
+
+def checked_pattern(pattern: str) -> str:
+    """The pattern, or a ValidationError saying why RE2 refuses it."""
+    try:
+        compile_pattern(pattern)
+    except ValueError as error:
+        raise forms.ValidationError(
+            _("Not a valid RE2 pattern (no backreferences or lookaround): %(error)s"),
+            params={"error": error},
+        ) from None
+    return pattern
+
+
+class TryForm(forms.Form):
+    """A pattern tried on a pasted log, nothing saved (the admin's "Try a pattern" page)."""
+
+    pattern = forms.CharField(label=_("pattern"), widget=forms.Textarea(attrs={"rows": 2}))
+    sample = forms.CharField(label=_("Test on a log"), widget=forms.Textarea(attrs={"rows": 12}))
+
+    def clean_pattern(self) -> str:
+        return checked_pattern(self.cleaned_data["pattern"])
 
 
 @admin.register(Signature)
@@ -72,6 +89,25 @@ class SignatureAdmin(OperatorsOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return is_operator(request.user)
+
+    def get_urls(self) -> list[URLPattern]:
+        tried = path("try/", self.admin_site.admin_view(self.try_pattern),
+                     name="failures_signature_try")  # fmt: skip
+        return [tried, *super().get_urls()]
+
+    def try_pattern(self, request: HttpRequest) -> TemplateResponse:
+        """A pattern tried on a pasted log before any signature is saved: nothing is stored."""
+        if not is_operator(request.user):
+            raise PermissionDenied
+        form = TryForm(request.POST or None)
+        lines = None
+        if form.is_valid():
+            lines = matching_lines(form.cleaned_data["pattern"], form.cleaned_data["sample"])
+        context = {
+            **self.admin_site.each_context(request), "title": gettext("Try a pattern"),
+            "opts": self.model._meta, "form": form, "lines": lines,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/failures/signature/try.html", context)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         """A new signature starts disabled: tried on a pasted log first, enabled after."""

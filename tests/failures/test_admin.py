@@ -103,3 +103,23 @@ def test_the_list_shows_a_stored_pattern_re2_refuses_as_invalid(olga: User) -> N
             if f">{code}</a>" in row}  # fmt: skip
     icons = {code: [a.split('"')[0] for a in row.split('alt="')[1:]] for code, row in rows.items()}
     assert icons == {"bad": ["False", "True", "False"], "good": ["False", "True", "True"]}
+
+
+def test_an_operator_tries_a_pattern_on_a_pasted_log_and_nothing_is_saved(olga: User) -> None:
+    """Issue 34 audit, item 7: the test box before saving: no signature is made, none goes live."""
+    client = admin_of(olga)
+    listing = client.get("/admin/failures/signature/").content.decode()
+    assert 'href="/admin/failures/signature/try/"' in listing
+    page = client.post("/admin/failures/signature/try/",
+                       {"pattern": r"communicator was \w+", "sample": LOG})  # fmt: skip
+    text = html.unescape(page.content.decode())
+    assert page.status_code == 200 and "The pattern matches these lines of the log pasted:" in text
+    assert '<pre id="matched">RuntimeError: NCCL communicator was aborted on rank 3' in text
+    refused = client.post("/admin/failures/signature/try/", {"pattern": r"(a)\1", "sample": LOG})
+    assert "Not a valid RE2 pattern" in html.unescape(refused.content.decode())
+    assert not Signature.objects.exists()
+
+
+def test_only_operators_may_try_a_pattern(bob: User) -> None:
+    assert Client().get("/admin/failures/signature/try/").status_code == 302  # to the login
+    assert admin_of(bob).get("/admin/failures/signature/try/").status_code == 403
