@@ -313,6 +313,10 @@ def test_a_driver_whose_ray_nodes_never_gather_is_named_by_its_own_line(
     api = Client().get(f"/api/v1/jobs/{job.pk}", headers={"Authorization": f"Bearer {token}"})
     api = api.json()
     assert api["failure"]["label"] == "Ray nodes did not gather"
+    client = Client()
+    client.force_login(alice)
+    page = client.get(job.get_absolute_url()).content.decode()
+    assert "Ray nodes did not gather (Ray membership)" in page
 
 
 def _judged_when_due(cluster: Cluster, job: Job, found: bool = True) -> Finding | None:  # noqa: F811
