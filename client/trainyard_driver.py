@@ -363,6 +363,7 @@ class Driver:
             time.sleep(min(self.args.poll_seconds, max(deadline - time.monotonic(), 0)))
         text = f"Ray has {alive} of {expected} expected nodes alive after "
         text += f"{self.args.nodes_timeout:g} s"
+        say(text)  # on the log too: the kept log names the failure, not only the completion
         return Completion("failed", None, "RayNodesTimeout", text)
 
     def run_entry(self) -> Completion | None:

@@ -53,6 +53,8 @@ def sync_cluster(cluster_id: int) -> None:
         metrics.record_sync(result)
         for due in result.logs_due:
             keep_logs.delay(due.job_id, due.why, [list(pod) for pod in due.pods])
+        for job_id in result.judge_due:
+            judge_failure.delay(job_id)
         failed = not result.reachable and not result.skipped
         logger.log(
             logging.WARNING if failed else logging.INFO,
@@ -125,6 +127,17 @@ def keep_logs(job_id: int, why: str, pods: list[list[Any]]) -> None:
 
     with log_context(job_id=job_id):
         keep(job_id, why, [KeepPod._make(pod) for pod in pods])
+
+
+@shared_task
+def judge_failure(job_id: int) -> None:
+    """A Job's run judged again (failures.judge): a pod of it shows a failure's reason."""
+    from django.utils import timezone
+
+    from failures.judge import judge
+
+    with log_context(job_id=job_id):
+        judge(job_id, timezone.now())
 
 
 @shared_task

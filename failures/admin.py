@@ -1,5 +1,6 @@
 """Admin for operators (issue 34): their own failure signatures, each RE2 pattern checked when it
-is saved and tried on a pasted log (the test box: the lines it matches are shown after saving);
+is saved and tried on a pasted log (the test box: the lines it matches are shown after saving;
+a new signature starts disabled, so a pattern is tried before it judges any run, then enabled);
 the kept logs and the findings read-only, as the engine wrote them. Kept logs are diagnostics,
 so each page here is for operators (jobs.access.is_operator) who are also staff."""
 
@@ -9,7 +10,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -35,7 +39,8 @@ class SignatureForm(forms.ModelForm):  # type: ignore[type-arg]
     sample = forms.CharField(
         label=_("Test on a log"), required=False, widget=forms.Textarea(attrs={"rows": 8}),
         help_text=_("Paste log lines: after saving, the lines the pattern matches are shown "
-                    "(at most 20). Nothing pasted here is stored."),
+                    "(at most 20). Nothing pasted here is stored. Save it disabled to try a "
+                    "pattern before it judges any run."),
     )  # fmt: skip
 
     class Meta:
@@ -46,21 +51,37 @@ class SignatureForm(forms.ModelForm):  # type: ignore[type-arg]
         ]  # fmt: skip
 
     def clean_pattern(self) -> str:
-        pattern: str = self.cleaned_data["pattern"]
-        try:
-            compile_pattern(pattern)
-        except ValueError as error:
-            raise forms.ValidationError(
-                _("Not a valid RE2 pattern (no backreferences or lookaround): %(error)s"),
-                params={"error": error},
-            ) from None
-        return pattern
+        return checked_pattern(self.cleaned_data["pattern"])
+
+
+def checked_pattern(pattern: str) -> str:
+    """The pattern, or a ValidationError saying why RE2 refuses it."""
+    try:
+        compile_pattern(pattern)
+    except ValueError as error:
+        raise forms.ValidationError(
+            _("Not a valid RE2 pattern (no backreferences or lookaround): %(error)s"),
+            params={"error": error},
+        ) from None
+    return pattern
+
+
+class TryForm(forms.Form):
+    """A pattern tried on a pasted log, nothing saved (the admin's "Try a pattern" page)."""
+
+    pattern = forms.CharField(label=_("pattern"), widget=forms.Textarea(attrs={"rows": 2}))
+    sample = forms.CharField(label=_("Test on a log"), widget=forms.Textarea(attrs={"rows": 12}))
+
+    def clean_pattern(self) -> str:
+        return checked_pattern(self.cleaned_data["pattern"])
 
 
 @admin.register(Signature)
 class SignatureAdmin(OperatorsOnly, admin.ModelAdmin):  # type: ignore[type-arg]
     form = SignatureForm
-    list_display = ["code", "label", "failure_class", "consequence", "enabled", "created_by"]
+    list_display = [
+        "code", "label", "failure_class", "consequence", "enabled", "valid", "created_by",
+    ]  # fmt: skip
     list_filter = ["failure_class", "enabled", "consequence"]
     search_fields = ["code", "label", "pattern"]
     list_select_related = ["created_by"]
@@ -68,6 +89,39 @@ class SignatureAdmin(OperatorsOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return is_operator(request.user)
+
+    def get_urls(self) -> list[URLPattern]:
+        tried = path("try/", self.admin_site.admin_view(self.try_pattern),
+                     name="failures_signature_try")  # fmt: skip
+        return [tried, *super().get_urls()]
+
+    def try_pattern(self, request: HttpRequest) -> TemplateResponse:
+        """A pattern tried on a pasted log before any signature is saved: nothing is stored."""
+        if not is_operator(request.user):
+            raise PermissionDenied
+        form = TryForm(request.POST or None)
+        lines = None
+        if form.is_valid():
+            lines = matching_lines(form.cleaned_data["pattern"], form.cleaned_data["sample"])
+        context = {
+            **self.admin_site.each_context(request), "title": gettext("Try a pattern"),
+            "opts": self.model._meta, "form": form, "lines": lines,
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/failures/signature/try.html", context)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """A new signature starts disabled: tried on a pasted log first, enabled after."""
+        return {**super().get_changeform_initial_data(request), "enabled": False}
+
+    @admin.display(description=_("valid"), boolean=True)
+    def valid(self, obj: Signature) -> bool:
+        """False for a pattern RE2 refuses now (stored before a check): judgements leave it out
+        (jobs.status.failure.Judge)."""
+        try:
+            compile_pattern(obj.pattern)
+        except ValueError:
+            return False
+        return True
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return is_operator(request.user)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import translation
@@ -15,12 +15,13 @@ from django.utils.translation import gettext
 from failures import store
 from failures.models import Finding, KeptLog, Signature
 from jobs.choices import FailureClass, JobPhase
-from jobs.models import Job
+from jobs.messages import Message, decode
+from jobs.models import Job, Task, WorkloadReport
 from jobs.status import failure
-from workers.models import PodInstance
+from workers.models import PodInstance, Worker
 
-# Kubernetes' reasons a pod instance may carry, the most telling first.
-REASONS = ("OOMKilled", "Evicted", "DeadlineExceeded", "ImagePullBackOff", "ErrImagePull")
+# Kubernetes' reasons, the most telling first (OOMKilled, Evicted, DeadlineExceeded, ImagePull).
+REASONS = tuple(reason for sig in failure.KUBERNETES for reason in sig.pattern.split("|"))
 
 
 def signatures() -> list[failure.Signature]:
@@ -35,46 +36,133 @@ def signatures() -> list[failure.Signature]:
 
 
 def judge(job_id: int, now: datetime) -> Finding | None:
-    """The Job's current run judged again from everything kept of it; None (and nothing stored)
-    when neither its logs nor Kubernetes name anything."""
-    job = Job.objects.get(pk=job_id)
-    kept = list(KeptLog.objects.filter(job=job, run=job.run).order_by("last_line_at", "kept_at"))
-    logs = [failure.KeptLog(k.pod_name, k.container, k.attempt, store.read(k)) for k in kept]
-    found = failure.first_error(logs, signatures())
-    if found is not None:
-        log = next(k for k in kept if (k.pod_name, k.attempt) == (found.pod, found.attempt))
-        return _store(job, now, _from_logs(found, log))
-    reason = _kubernetes_reason(job)
-    if reason is None:
+    """The Job's current run judged again; None (and nothing stored) when nothing names a
+    failure. In this order: a cause its kept logs name; a cause the workload reported in its
+    failed completion (the driver's RayNodesTimeout is said there); Kubernetes' reason (a
+    container OOMKilled, a pod Evicted or past its deadline, an image that cannot be pulled);
+    last, a consequence the logs name (what followed a failure no one named)."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:  # deleted since
         return None
-    return _store(job, now, reason)
+    kept = {k.pk: k for k in KeptLog.objects.filter(job=job, run=job.run)}
+    ordered = sorted(kept.values(), key=lambda k: (_moment(k.last_line_at), _moment(k.kept_at)))
+    logs = [failure.KeptLog(k.pod_name, k.container, k.attempt, store.read(k), k.pk)
+            for k in ordered]  # fmt: skip
+    found = failure.first_error(logs, signatures())
+    from_logs = None if found is None else _from_logs(found, kept)
+    if found is not None and from_logs is not None and not found.consequence:
+        return _store(job, now, from_logs)
+    fields = _reported(job) or _kubernetes_reason(job) or from_logs
+    if fields is None:
+        _withdraw_passing(job)
+        return None
+    return _store(job, now, fields)
 
 
-def _from_logs(found: failure.Finding, kept: KeptLog) -> dict[str, Any]:
+def _moment(at: datetime | None) -> datetime:
+    return at or datetime.min.replace(tzinfo=UTC)
+
+
+def _from_logs(found: failure.Finding, logs: Mapping[int, KeptLog]) -> dict[str, Any]:
+    """The Finding's fields, its kept log the one it was found in (by its row, never by its
+    pod's name: a pod re-created under the same name starts again at attempt 0)."""
+    kept = logs[found.log_key] if found.log_key is not None else None
     label, failure_class, _ = failure.summary(found)
     return {
         "code": found.signature.code if found.signature else "", "label": str(label)[:200],
         "failure_class": failure_class, "first_error": found.line,
         "raised_at": found.raised_at or "", "pod_name": found.pod,
         "container": found.container, "attempt": found.attempt,
-        "line_number": found.line_number, "at": found.at or kept.last_line_at,
+        "line_number": found.line_number,
+        "at": found.at or (kept.last_line_at if kept else None),
         "kept_log": kept, "consequence": found.consequence,
     }  # fmt: skip
 
 
+def _reported(job: Job) -> dict[str, Any] | None:
+    """The cause the workload gave in its failed completion (its reason and message, judged as a
+    log), when it names one: the driver's "Ray has 1 of 2 expected nodes alive" is said only
+    there and on its own log."""
+    report = WorkloadReport.objects.filter(job=job, run=job.run).first()
+    completion = report.latest.get("completion") if report else None
+    if not completion or completion.get("outcome") != "failed":
+        return None
+    said = [str(completion.get(key) or "") for key in ("reason", "message")]
+    text = "\n".join(part for part in said if part)
+    found = failure.first_error([failure.KeptLog("", "", 0, text)], signatures())
+    if found is None or found.consequence:
+        return None
+    label, failure_class, _ = failure.summary(found)
+    at = completion.get("at")
+    return {
+        "code": found.signature.code if found.signature else "", "label": str(label)[:200],
+        "failure_class": failure_class, "first_error": found.line,
+        "raised_at": found.raised_at or "", "pod_name": str(completion.get("pod") or ""),
+        "container": "", "attempt": None, "line_number": None,
+        "at": datetime.fromisoformat(at) if at else None, "kept_log": None,
+        "consequence": False,
+    }  # fmt: skip
+
+
 def _kubernetes_reason(job: Job) -> dict[str, Any] | None:
-    instances = PodInstance.objects.filter(task__job=job, termination_reason__in=REASONS)
+    """The most telling reason Kubernetes gives of the Job's pods and Tasks: a container's
+    termination reason (the pod instance's, kept after the pod), a pod's own reason or the
+    reason its container waits on (its Worker row's, as jobs.status.problems gives it), and a
+    batch Job's Failed condition (DeadlineExceeded: its activeDeadlineSeconds passed)."""
+    seen = [*_instance_reasons(job), *_worker_reasons(job), *_task_reasons(job)]
     for reason in REASONS:
-        instance = next((i for i in instances if i.termination_reason == reason), None)
+        said = next((s for s in seen if s.reason == reason), None)
         sig = failure.for_reason(reason)
-        if instance is not None and sig is not None:
+        if said is not None and sig is not None:
             return {
                 "code": sig.code, "label": str(sig.label), "failure_class": sig.failure_class,
-                "first_error": "", "raised_at": "", "pod_name": instance.pod_name,
-                "container": "", "attempt": instance.restart_count, "line_number": None,
-                "at": instance.last_seen_at, "kept_log": None, "consequence": False,
+                "first_error": "", "raised_at": "", "pod_name": said.pod_name,
+                "container": "", "attempt": said.attempt, "line_number": None,
+                "at": said.at, "kept_log": None, "consequence": False,
             }  # fmt: skip
     return None
+
+
+@dataclass(frozen=True)
+class _Said:
+    reason: str
+    pod_name: str  # a batch Job's condition: the Task's name
+    attempt: int | None
+    at: datetime | None
+
+
+def _instance_reasons(job: Job) -> list[_Said]:
+    rows = PodInstance.objects.filter(task__job=job, termination_reason__in=REASONS)
+    return [_Said(i.termination_reason, i.pod_name, i.restart_count, i.last_seen_at) for i in rows]
+
+
+def _worker_reasons(job: Job) -> list[_Said]:
+    rows = Worker.objects.filter(task__job=job, reason__in=REASONS)
+    return [_Said(w.reason, w.pod_name, w.restart_count, w.last_reported_at) for w in rows]
+
+
+def _task_reasons(job: Job) -> list[_Said]:
+    """A batch Job's Failed condition reason, as the Task's message keeps it
+    (jobs.status.observed: `task.batch_finished_reason`, alone or as a problem's progress)."""
+    said = []
+    for task in Task.objects.filter(job=job).select_related("job"):
+        message = decode(task.message)
+        if isinstance(message, Message) and message.code == "task.with_problem":
+            message = message.params.get("progress")  # type: ignore[assignment]
+        if isinstance(message, Message) and message.code == "task.batch_finished_reason":
+            reason = str(message.params.get("reason", ""))
+            said.append(_Said(reason, task.name, None, task.observed_at))
+    return said
+
+
+# Findings of a state that passes: a container waiting on its image pulls it at last.
+PASSING = frozenset({"image_pull"})
+
+
+def _withdraw_passing(job: Job) -> None:
+    """The run's Finding withdrawn when it named a state that no longer holds (an image that
+    could not be pulled, now pulled), nothing else naming a failure."""
+    Finding.objects.filter(job=job, run=job.run, code__in=PASSING).delete()
 
 
 def _store(job: Job, now: datetime, fields: dict[str, Any]) -> Finding:

@@ -249,6 +249,37 @@ FAILURES: dict[str, list[str]] = {
         "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.",
         "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
     ],
+    # The pods of one run fail in turn: a cause on one, consequences on the others (each pod
+    # its own role, `sim fail KIND` with the later time on the consequence's side).
+    # RLinf's env worker raises; the runner then tears the Ray actors down with ray.kill.
+    "rollout-error": [
+        "Traceback (most recent call last):",
+        '  File "/opt/RLinf/rlinf/workers/env/env_worker.py", line 214, in interact',
+        "    obs, reward, done, info = self.env.step(actions)",
+        '  File "/opt/RLinf/rlinf/envs/maniskill/maniskill_env.py", line 131, in step',
+        '    raise ValueError(f"action has shape {actions.shape}, expected (64, 7)")',
+        "ValueError: action has shape (64, 8), expected (64, 7)",
+    ],
+    "ray-teardown": [
+        "[ERROR] runner: a worker group failed; tearing down the Ray actors",
+        "(EnvWorker pid=2417, ip=10.0.3.12) The actor is dead because it was killed by `ray.kill`.",
+        "(RolloutWorker pid=2533, ip=10.0.3.12) The actor is dead because it was killed by "
+        "`ray.kill`.",
+        "Worker exit type: INTENDED_USER_EXIT Worker exit detail: killed by ray.kill",
+    ],
+    # One rank's NCCL watchdog times out (`nccl-timeout`); the launcher stops the other ranks.
+    "nccl-peer-stopped": [
+        "torch.distributed.elastic.agent.server.api: [WARNING] Received Signals.SIGTERM death "
+        "signal, shutting down workers",
+        "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a "
+        "connection error code 2.",
+    ],
+    # A worker's CUDA OOM (`cuda-oom`) as the head's driver sees it: its actor is dead.
+    "actor-dead": [
+        "(FSDPActor pid=3012, ip=10.0.3.11) The actor is dead because its worker process has "
+        "died. Worker exit type: SYSTEM_ERROR",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+    ],
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from simcluster import errors
 from simcluster.behaviour import Instance, Kind, behaviour_of, log_lines
-from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, parse_rfc3339, rfc3339_nano
+from simcluster.clock import MIN_BATCH, UNLIMITED, Budget, parse_rfc3339, rfc3339, rfc3339_nano
 from simcluster.containers import ContainerDriver
 from simcluster.context import Context, object_reference
 from simcluster.downward import environment
@@ -27,6 +27,10 @@ from simcluster.volumes import Files, mounts_of
 
 Obj = dict[str, Any]
 JOB_LABEL = "trainyard.io/job"  # the console's label on every pod of a Job (console/kube)
+
+
+# The stages of a container waiting on its image.
+PULL_WAITING = frozenset({Stage.PULLING, Stage.PULL_ERROR, Stage.PULL_BACKOFF})
 
 
 class Kubelet:
@@ -91,6 +95,7 @@ class Kubelet:
         if node is None or not node.online:
             return
         runtime = self._runtime_for(pod, node, now)
+        self._new_images(runtime, pod, now)
         if "deletionTimestamp" in pod["metadata"] and not runtime.deleting:
             runtime.stop_deadline = parse_rfc3339(pod["metadata"]["deletionTimestamp"])
             self.driver.begin_stop(runtime, now)
@@ -98,6 +103,18 @@ class Kubelet:
             self.driver.replay(runtime, container, node, now)
         self._settle_phase(runtime, node)
         self._publish(runtime, pod, node, now)
+
+    def _new_images(self, runtime: PodRuntime, pod: Obj, now: float) -> None:
+        """A pod's image changed (the one update a pod allows) on a container still waiting on
+        its pull: the next pull, at once, is of the new image, outside the old image's back-off
+        (the kubelet's back-off is per image). A container already running keeps its image
+        here."""
+        wanted = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
+        for container in runtime.containers:
+            image = wanted.get(container.name, container.image)
+            if image != container.image and container.stage in PULL_WAITING:
+                container.image, container.pull_backoff = image, 0.0
+                container.stage, container.until = Stage.PULL_BACKOFF, now
 
     def _runtime_for(self, pod: Obj, node: SimNode, now: float) -> PodRuntime:
         uid = pod["metadata"]["uid"]
@@ -300,6 +317,48 @@ class Kubelet:
             self._settle_phase(runtime, node)
             self._publish(runtime, fresh, node, now)
         return killed
+
+    def evict(self, key: Key, now: float) -> bool:
+        """The kubelet's node-pressure eviction, as KUBERNETES-FACTS has it: the containers are
+        killed and not restarted (terminated, reason Error), the pod turns Failed with
+        `status.reason: Evicted` and the node's words in `status.message`, a DisruptionTarget
+        condition (TerminationByKubelet), and a Warning event Evicted. False when the pod has
+        no running runtime here."""
+        pod = self.ctx.store.get("pods", key)
+        if pod is None:
+            raise errors.not_found("pods", "", key[1])
+        self.sync(key, now)
+        runtime = self.pods.get(pod["metadata"]["uid"])
+        node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        if runtime is None or node is None or runtime.terminal_phase:
+            return False
+        for container in runtime.containers:
+            instance = container.current
+            if container.stage is Stage.RUNNING and instance is not None:
+                instance.finished_at, instance.exit_code = now, 137
+                instance.reason, instance.cause = "Error", "evicted"
+            container.stage, container.until = Stage.DONE, math.inf
+        runtime.terminal_phase = "Failed"
+        node.release_ip(runtime.pod_ip)
+        name = runtime.containers[0].name if runtime.containers else "main"
+        message = (
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+            f"87364Ki. Container {name} was using 1200Mi, request is 1Gi, has larger "
+            "consumption of memory. "
+        )
+        fresh = self.ctx.store.get("pods", key) or pod
+        status = fresh.setdefault("status", {})
+        status["reason"], status["message"] = "Evicted", message
+        conditions = status.setdefault("conditions", [])
+        conditions[:] = [c for c in conditions if c.get("type") != "DisruptionTarget"]
+        conditions.append({
+            "type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(now), "reason": "TerminationByKubelet",
+            "message": message,
+        })  # fmt: skip
+        self._emit(runtime, None, "Warning", "Evicted", message)
+        self._publish(runtime, fresh, node, now)
+        return True
 
     def read_log(self, pod: Obj, query: Mapping[str, str]) -> str:
         """The `log` subresource, with the kubelet's refusals for containers that never ran."""

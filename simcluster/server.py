@@ -291,6 +291,13 @@ class SimCluster:
         self.cluster.tick()
         return killed
 
+    def evict_pod(self, namespace: str, name: str) -> bool:
+        """The pod's node evicts it for memory pressure (the kubelet's eviction manager)."""
+        with self.cluster.store.lock:
+            evicted = self.cluster.kubelet.evict((namespace, name), self.cluster.clock.now())
+        self.cluster.tick()
+        return evicted
+
     def container_env(self, uid: str, container: str) -> dict[str, str]:
         """The environment a pod's container was started with, downward API resolved (what the
         process would read; the pod object itself keeps `valueFrom`)."""

@@ -191,6 +191,7 @@ class Trainer:
         elif at >= deadline - EPSILON:
             text = f"Ray has {alive} of {expected} expected nodes alive after "
             text += f"{driver.nodes_timeout:g} s"
+            instance.notes.append((at, driver_line(text)))  # the wrapper says it, then completes
             timeout = Completion("failed", None, "RayNodesTimeout", text)
             self._complete(container, timeout, at, say)
 

@@ -77,6 +77,7 @@ from console.kube import client
 from console.kube.gateway import ClusterUnreachable, Gateway, WatchExpired
 from console.kube.observations import BatchJobObs, StatefulSetObs, WorkloadObs
 from console.models import Cluster, ObservedObject
+from failures.judge import REASONS as POD_REASONS
 from jobs.messages import encode
 from notify import record as notify_record
 from notify.watch import after_cycle as notify_after_cycle
@@ -104,6 +105,8 @@ class SyncResult:
     rows_written: int = 0
     # Logs to keep now that the cycle committed (console.engine.keep_logs): the task queues them.
     logs_due: tuple[Due, ...] = ()
+    # Jobs a pod of which now shows a reason Kubernetes names a failure by (failing_pods).
+    judge_due: tuple[int, ...] = ()
 
     def summary(self) -> str:
         """One line for `manage.py sync_clusters` (prefixed there by the cluster's name) and the
@@ -119,6 +122,21 @@ class SyncResult:
             f"{self.bytes_received / 1e6:.3f} MB received, {self.rows_written} rows written; "
             f"{self.seconds:.2f}s wall, {self.cpu_seconds:.3f}s CPU"
         )
+
+
+def failing_pods(changes: Changes, state: State) -> tuple[int, ...]:
+    """The Jobs a Worker of which took, or left, a reason Kubernetes names a failure by
+    (Evicted, DeadlineExceeded, an image that cannot be pulled): judged then (failures.judge),
+    since a Job stuck on an image never turns Failed, a StatefulSet re-creates an evicted pod at
+    once, and an image pulled at last withdraws what was said of it."""
+    job_of = {task.pk: job.pk for job in state.jobs for task in job.tasks}
+    due = set()
+    for worker in [*changes.new_workers, *changes.workers]:
+        before = state.workers.get(worker.task_id, {}).get(worker.pod_name)
+        reasons = {worker.reason, before.reason if before else ""}
+        if reasons & set(POD_REASONS) and worker.task_id in job_of:
+            due.add(job_of[worker.task_id])
+    return tuple(sorted(due))
 
 
 # --- the lease -------------------------------------------------------------------------------
@@ -394,6 +412,7 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
     record_completions(cluster_id, reading.changes)
     rows += measure_utilisation(cluster, now)
     logs_due = tuple(due_after(changes, state))
+    judge_due = failing_pods(changes, state)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(
         cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now,
@@ -411,5 +430,6 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         bytes_received=gateway.bytes_received,
         rows_written=rows,
         logs_due=logs_due,
+        judge_due=judge_due,
     )
     return _costs(result, started)

@@ -18,7 +18,9 @@ are searched again for where.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +34,10 @@ from django.utils.translation import gettext_lazy as _
 from jobs.choices import FailureClass
 from jobs.workload.rlinf_logs import split_stamp
 
+logger = logging.getLogger(__name__)
 MAX_TEXT = 16 * 1024 * 1024  # the newest part of a log that is judged at most
+MAX_TOTAL = 64 * 1024 * 1024  # the most text one judgement reads, over all its logs
+DEADLINE_SECONDS = 20.0  # one judgement's wall-clock limit: the logs left are not read
 MAX_LINE = 2000  # a first error quoted at most this long
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -59,12 +64,15 @@ class Signature:
 
 @dataclass(frozen=True)
 class KeptLog:
-    """One container run's log as kept: `attempt` is its restart count."""
+    """One container run's log as kept: `attempt` is its restart count; `key` what the caller
+    knows it by (a pod re-created under the same name has the same pod and attempt, so the
+    Finding names its log by `key`)."""
 
     pod: str
     container: str
     attempt: int
     text: str
+    key: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class Finding:
     at: datetime | None
     signature: Signature | None
     consequence: bool = False
+    log_key: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,14 +103,25 @@ class Judge:
     """The signatures compiled for RE2 once: a set that tells in one pass over a text which of
     them match anywhere, and each pattern alone to find where (asked only of those that match).
     RE2 runs in time linear in the text whatever the pattern, so a hostile one cannot stall a
-    worker; the text is bounded (MAX_TEXT)."""
+    worker; the text is bounded (MAX_TEXT, MAX_TOTAL). A pattern RE2 refuses (one stored before
+    a check, or past RE2's memory) is left out and logged: it never breaks every judgement
+    (`invalid` names them; the admin shows them as invalid)."""
 
     def __init__(self, signatures: Sequence[Signature]) -> None:
-        self.signatures = list(signatures)
-        self.patterns = [compile_pattern(sig.pattern) for sig in self.signatures]
+        self.signatures: list[Signature] = []
+        self.patterns: list[re2._Regexp] = []
+        self.invalid: list[Signature] = []
         self.any_of = re2.Set.SearchSet(_OPTIONS)
-        for sig in self.signatures:
-            self.any_of.Add(_bytes_pattern(sig.pattern))
+        for sig in signatures:
+            try:
+                compiled = compile_pattern(sig.pattern)
+                self.any_of.Add(_bytes_pattern(sig.pattern))
+            except (ValueError, re2.error) as error:
+                logger.warning("signature %s left out: %s", sig.code, error)
+                self.invalid.append(sig)
+                continue
+            self.signatures.append(sig)
+            self.patterns.append(compiled)
         self.any_of.Compile()
 
     def first_matches(self, data: bytes) -> Iterator[int]:
@@ -135,14 +155,20 @@ def compile_pattern(pattern: str) -> re2._Regexp:
 
 
 def first_error(
-    logs: Sequence[KeptLog], signatures: Sequence[Signature] | None = None
+    logs: Sequence[KeptLog],
+    signatures: Sequence[Signature] | None = None,
+    deadline_seconds: float = DEADLINE_SECONDS,
 ) -> Finding | None:
-    """The first error across these logs (given in the order their containers failed), or None
-    when no log holds a traceback or a line any signature matches."""
+    """The first error across these logs (given in the order their containers failed, the
+    newest last), or None when no log holds a traceback or a line any signature matches.
+
+    Bounded: the logs are read newest first (the failure's moment is at the end), each at most
+    its newest MAX_TEXT, all together at most MAX_TOTAL; logs left when `deadline_seconds` has
+    passed are not read (judged from those read)."""
     judge = Judge(SIGNATURES if signatures is None else signatures)
     found: list[tuple[_Candidate, list[bytes]]] = []
-    for number, log in enumerate(logs):
-        data = _clean(log.text[-MAX_TEXT:]).encode()
+    for number, text in _bounded(logs, time.monotonic() + deadline_seconds):
+        data = _clean(text).encode()
         lines = data.split(b"\n")
         found += [(candidate, lines) for candidate in _candidates(number, data, lines, judge)]
     if not found:
@@ -155,8 +181,25 @@ def first_error(
     return Finding(
         line=_plain(line)[:MAX_LINE], raised_at=c.raised_at, pod=log.pod,
         container=log.container, attempt=log.attempt, line_number=c.line_index + 1,
-        at=split_stamp(line)[0], signature=sig, consequence=not causes,
+        at=split_stamp(line)[0], signature=sig, consequence=not causes, log_key=log.key,
     )  # fmt: skip
+
+
+def _bounded(logs: Sequence[KeptLog], deadline: float) -> Iterator[tuple[int, str]]:
+    """(index, the part judged) of each log read, the newest first, within MAX_TOTAL and the
+    deadline. A cut log keeps whole lines (its first, partial one is dropped)."""
+    left = MAX_TOTAL
+    for number in range(len(logs) - 1, -1, -1):
+        if left <= 0 or time.monotonic() > deadline:
+            logger.warning("judgement bounded: %d of %d logs left unread", number + 1, len(logs))
+            return
+        text = logs[number].text
+        share = min(len(text), MAX_TEXT, left)
+        part = text[len(text) - share :]
+        if share < len(text):
+            part = part.partition("\n")[2]
+        left -= share
+        yield number, part
 
 
 def for_reason(reason: str) -> Signature | None:
@@ -315,8 +358,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "shm_too_small", _("/dev/shm too small"), FC.INFRASTRUCTURE,
-        r"out of shared memory|raise your shared memory limit|/dev/shm.*(?:No space|too small)"
-        r"|Error while creating shared memory segment",
+        r"out of shared memory|insufficient shared memory \(shm\)|raise your shared memory limit"
+        r"|/dev/shm.*(?:No space|too small)|Error while creating shared memory segment",
         _("Shared memory (/dev/shm) is too small for the data loaders or NCCL. Mount a larger "
           "memory-backed emptyDir at /dev/shm for the role."),
     ),

@@ -328,6 +328,8 @@ def test_too_few_nodes_in_time_is_a_failed_completion(
     assert not starts.exists()
     assert read_json(tmp_path / "termination-log")["reason"] == "RayNodesTimeout"
     assert read_json(marker)["reason"] == "RayNodesTimeout"
+    said = b"trainyard driver: Ray has 1 of 3 expected nodes alive after 0.3 s\n"
+    assert said in driver.output["stderr"]  # on its log too: the kept log names the failure
 
 
 def without_ray_default(env: dict[str, str], tmp_path: Path) -> dict[str, str]:

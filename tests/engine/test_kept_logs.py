@@ -15,18 +15,21 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from console.demo import DEMO_JOBS
 from console.engine.cycle import sync_cluster
 from console.engine.keep_logs import Due, keep
 from console.engine.one_job import reconcile_job
-from console.kube.gateway import STATEFULSETS
-from console.models import Cluster
+from console.kube.gateway import BATCH_JOBS, PODS, STATEFULSETS
+from console.models import ApiToken, Cluster
 from failures import store
+from failures.judge import judge
 from failures.models import Finding, KeptLog
 from jobs import operations
 from jobs.models import Job
+from simcluster.server import SimCluster
 from tests.engine.conftest import (  # noqa: F401 (fixtures)
     TIMEOUT,
     _fast_passwords,
@@ -248,3 +251,128 @@ def test_the_demos_failing_jobs_are_named_by_the_engine(
             keep(due.job_id, due.why, due.pods)
     for name, code in wanted.items():
         assert Finding.objects.get(job=jobs[name]).code == code
+
+
+def test_a_job_stuck_on_an_image_is_judged_and_its_page_names_imagepull(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34 audit, item 2: the demo's `rollout-bad-image` never turns Failed; its pod waits
+    on ErrImagePull / ImagePullBackOff (a waiting reason, its Worker row's). The cycle that sees
+    it notes the Job for judging (as the `judge_failure` task does), and the page names it."""
+    (spec,) = next(job for job in DEMO_JOBS if job["name"] == "rollout-bad-image")["tasks"]
+    job = submit(alice, cluster, "rollout-bad-image", {**spec, "replicas": 1})
+    due: set[int] = set()
+    deadline = time.monotonic() + TIMEOUT
+    while job.pk not in due:
+        assert time.monotonic() < deadline, "the stuck pull was never noted"
+        due |= set(sync_cluster(cluster.pk).judge_due)
+    judge(job.pk, timezone.now())
+    finding = Finding.objects.get(job=job)
+    assert (finding.code, finding.failure_class) == ("image_pull", "configuration")
+    assert finding.pod_name == "rollout-bad-image-rollout-0"
+    client = Client()
+    client.force_login(alice)
+    page = client.get(job.get_absolute_url()).content.decode()
+    assert "Failing:" in page and "Image cannot be pulled (configuration)" in page
+    assert "The image name, tag or registry credentials are wrong" in page
+    # The image is pulled at last (here the pod's image mended behind the console's back): the
+    # cycle that sees the reason go notes the Job, and what was said of the pull is withdrawn.
+    api = gateway(cluster)
+    pod = api.get(PODS, job.namespace, finding.pod_name)
+    assert pod is not None
+    containers = [{**c, "image": "registry.example/rollout:1"} for c in pod["spec"]["containers"]]
+    api.patch(PODS, job.namespace, finding.pod_name, {"spec": {"containers": containers}})
+    _judged_when_due(cluster, job, found=False)
+
+
+def test_a_driver_whose_ray_nodes_never_gather_is_named_by_its_own_line(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34 audit, item 1: the wrapper waits for two Ray nodes, none joins; past
+    --nodes-timeout it says so on its log and in its completion, and the Job's failure is the
+    Ray nodes signature, on its page and in the API."""
+    script = (
+        "ray start --head --port=6379 --block & exec python /opt/trainyard/trainyard_driver.py "
+        "--expected-nodes 2 --nodes-timeout 5 --poll-seconds 1 -- python train.py"
+    )
+    job = submit(alice, cluster, "gather", task("head", command=["bash", "-c", script]))
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        keep(job.pk, KeptLog.Why.COMPLETION)  # as the completion's keep would, when it came
+        finding = Finding.objects.filter(job=job).first()
+        if finding is not None:
+            break
+        assert time.monotonic() < deadline, "the Ray nodes timeout was never named"
+        time.sleep(0.2)
+    assert (finding.code, finding.failure_class) == ("ray_nodes_timeout", "Ray membership")
+    assert "Ray has 1 of 2 expected nodes alive after 5 s" in finding.first_error
+    token = ApiToken.issue(alice, "t")[1]
+    api = Client().get(f"/api/v1/jobs/{job.pk}", headers={"Authorization": f"Bearer {token}"})
+    api = api.json()
+    assert api["failure"]["label"] == "Ray nodes did not gather"
+    client = Client()
+    client.force_login(alice)
+    page = client.get(job.get_absolute_url()).content.decode()
+    assert "Ray nodes did not gather (Ray membership)" in page
+
+
+def _judged_when_due(cluster: Cluster, job: Job, found: bool = True) -> Finding | None:  # noqa: F811
+    """Sync cycles until one notes the Job for judging; then judged as `judge_failure` does."""
+    deadline = time.monotonic() + TIMEOUT
+    while job.pk not in sync_cluster(cluster.pk).judge_due:
+        assert time.monotonic() < deadline, "the Job was never noted for judging"
+    judge(job.pk, timezone.now())
+    finding = Finding.objects.filter(job=job).first()
+    assert (finding is not None) == found
+    return finding
+
+
+def test_an_evicted_pod_is_named_by_its_pods_reason(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    sim: SimCluster,  # noqa: F811
+) -> None:
+    """Issue 34 audit, item 2: Evicted is the pod's `status.reason` (KUBERNETES-FACTS: phase
+    Failed, its container terminated with reason Error), never a container's termination
+    reason; its Worker row keeps it and the Job is judged when the sync sees it."""
+    job = submit(
+        alice, cluster, "evict", task("worker", kind="Job", command=["sim", "run", "3600"])
+    )
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    pod = Worker.objects.get(task__job=job).pod_name
+    assert sim.evict_pod(job.namespace, pod)
+    finding = _judged_when_due(cluster, job)
+    assert finding is not None
+    assert (finding.code, finding.failure_class, finding.pod_name) == (
+        "evicted",
+        "infrastructure",
+        pod,
+    )
+    assert PodInstance.objects.get(pod_name=pod).termination_reason == "Error"
+
+
+def test_a_batch_job_past_its_deadline_is_named_deadline_exceeded(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34 audit, item 2: a batch Job past `activeDeadlineSeconds` (set here behind the
+    console's back: its spec has no such field) turns Failed with the condition reason
+    DeadlineExceeded and its pods deleted; the Failed Job is kept and judged from it."""
+    job = submit(
+        alice, cluster, "late", task("trainer", kind="Job", command=["sim", "run", "3600"])
+    )
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    patch = {"spec": {"activeDeadlineSeconds": 1}}
+    gateway(cluster).patch(BATCH_JOBS, job.namespace, "late-trainer", patch)
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while Job.objects.get(pk=job.pk).phase != "Failed":
+        assert time.monotonic() < deadline, "the deadline never failed the Job"
+        dues += sync_cluster(cluster.pk).logs_due
+    (failed,) = [due for due in dues if due.why == KeptLog.Why.FAILED]
+    keep(job.pk, failed.why, failed.pods)
+    finding = Finding.objects.get(job=job)
+    assert (finding.code, finding.pod_name) == ("deadline", "late-trainer")

@@ -78,3 +78,48 @@ def test_it_shows_staff_who_are_not_operators_nothing(bob: User) -> None:
     for page in ("signature/", "signature/add/", "keptlog/", "finding/"):
         assert client.get(f"/admin/failures/{page}").status_code == 403, page
     assert "failures" not in client.get("/admin/").content.decode().lower()
+
+
+def test_a_new_signature_starts_disabled_to_be_tried_before_it_judges(olga: User) -> None:
+    """Issue 34 audit, item 7: the test box tries a pattern saved disabled; it judges no run
+    until enabled."""
+    client = admin_of(olga)
+    page = client.get("/admin/failures/signature/add/").content.decode()
+    assert 'name="enabled"' in page and 'name="enabled" checked' not in page
+    disabled = {key: value for key, value in FIELDS.items() if key != "enabled"}
+    response = client.post("/admin/failures/signature/add/",
+                           {**disabled, "pattern": "communicator was aborted", "sample": LOG},
+                           follow=True)  # fmt: skip
+    assert "The pattern matches these lines" in html.unescape(response.content.decode())
+    assert not Signature.objects.get().enabled
+
+
+def test_the_list_shows_a_stored_pattern_re2_refuses_as_invalid(olga: User) -> None:
+    """Issue 34 audit, item 5: judgements leave such a pattern out; the admin says so."""
+    Signature.objects.create(code="bad", label="bad", failure_class="user code", pattern=r"(a)\1")
+    Signature.objects.create(code="good", label="good", failure_class="user code", pattern="x")
+    page = admin_of(olga).get("/admin/failures/signature/").content.decode()
+    rows = {code: row for row in page.split("<tr")[1:] for code in ("bad", "good")
+            if f">{code}</a>" in row}  # fmt: skip
+    icons = {code: [a.split('"')[0] for a in row.split('alt="')[1:]] for code, row in rows.items()}
+    assert icons == {"bad": ["False", "True", "False"], "good": ["False", "True", "True"]}
+
+
+def test_an_operator_tries_a_pattern_on_a_pasted_log_and_nothing_is_saved(olga: User) -> None:
+    """Issue 34 audit, item 7: the test box before saving: no signature is made, none goes live."""
+    client = admin_of(olga)
+    listing = client.get("/admin/failures/signature/").content.decode()
+    assert 'href="/admin/failures/signature/try/"' in listing
+    page = client.post("/admin/failures/signature/try/",
+                       {"pattern": r"communicator was \w+", "sample": LOG})  # fmt: skip
+    text = html.unescape(page.content.decode())
+    assert page.status_code == 200 and "The pattern matches these lines of the log pasted:" in text
+    assert '<pre id="matched">RuntimeError: NCCL communicator was aborted on rank 3' in text
+    refused = client.post("/admin/failures/signature/try/", {"pattern": r"(a)\1", "sample": LOG})
+    assert "Not a valid RE2 pattern" in html.unescape(refused.content.decode())
+    assert not Signature.objects.exists()
+
+
+def test_only_operators_may_try_a_pattern(bob: User) -> None:
+    assert Client().get("/admin/failures/signature/try/").status_code == 302  # to the login
+    assert admin_of(bob).get("/admin/failures/signature/try/").status_code == 403

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from jobs.choices import FailureClass
+from jobs.status import failure
 from jobs.status.failure import (
     SIGNATURES,
     KeptLog,
@@ -212,7 +213,10 @@ def test_nothing_to_name_is_none_and_kubernetes_reasons_have_signatures() -> Non
         ("omegaconf.errors.ConfigAttributeError: Key 'rollout_batch' is not in struct",
          "hydra_config"),
         ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
-         "shared memory (shm). out of shared memory", "shm_too_small"),
+         "shared memory (shm).", "shm_too_small"),  # PyTorch's DataLoader worker, as it prints it
+        ("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is "
+         "possible that dataloader's workers are out of shared memory. Please try to raise your "
+         "shared memory limit.", "shm_too_small"),
         ("ImportError: cannot import name 'FSDP' from 'torch.distributed'", "import_error"),
     ],
 )  # fmt: skip
@@ -241,3 +245,48 @@ def test_the_admin_test_box_shows_what_a_pattern_matches() -> None:
         matching_lines(r"(unclosed", text)
     with pytest.raises(ValueError):
         matching_lines(r"(a)\1", text)  # RE2 has no backreferences: refused, not slow
+
+
+def test_the_finding_names_its_log_by_key_not_by_pod_name_and_attempt() -> None:
+    """Issue 34 audit, item 4: a StatefulSet pod re-created in the same run has the same name and
+    attempt 0 again; the Finding carries the key of the log its line is in."""
+    old = KeptLog("rl-worker-0", "main", 0, stamped(10, "step 1"), key=41)
+    new = KeptLog("rl-worker-0", "main", 0, RLINF_WORKER_OOM, key=42)
+    finding = first_error([old, new])
+    assert finding is not None and finding.log_key == 42
+
+
+def test_a_bad_operator_pattern_is_left_out_not_fatal() -> None:
+    """Issue 34 audit, item 5: one pattern RE2 refuses (stored before a check) leaves every
+    other signature working."""
+    bad = Signature("bad", "bad", FailureClass.USER_CODE, r"(a)\1")
+    judge = failure.Judge([bad, *SIGNATURES])
+    assert [sig.code for sig in judge.invalid] == ["bad"]
+    finding = first_error([KeptLog("p-0", "main", 0, RLINF_WORKER_OOM)], [bad, *SIGNATURES])
+    assert finding is not None and finding.signature is not None
+    assert finding.signature.code == "cuda_oom"
+
+
+def test_the_text_judged_is_bounded_in_total_the_newest_logs_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 34 audit, item 5: past MAX_TOTAL the oldest logs are not read (the failure's moment
+    is at the end of the newest)."""
+    monkeypatch.setattr(failure, "MAX_TOTAL", len(RLINF_WORKER_OOM) + 10)
+    older = KeptLog("rl-head-0", "main", 0, stamped(0, "ImportError: early, but not read"))
+    newer = KeptLog("rl-worker-1", "main", 0, RLINF_WORKER_OOM)
+    finding = first_error([older, newer])
+    assert finding is not None and finding.pod == "rl-worker-1"
+    monkeypatch.setattr(failure, "MAX_TOTAL", 10 * len(RLINF_WORKER_OOM))
+    finding = first_error([older, newer])
+    assert finding is not None and finding.pod == "rl-head-0"
+
+
+def test_a_judgement_past_its_deadline_reads_no_further_log() -> None:
+    """Issue 34 audit, item 5: a wall-clock limit per judgement; the logs read so far (the newest
+    first) are judged."""
+    older = KeptLog("rl-head-0", "main", 0, stamped(0, "ImportError: early, but not read"))
+    newer = KeptLog("rl-worker-1", "main", 0, RLINF_WORKER_OOM)
+    assert first_error([older, newer], deadline_seconds=-1) is None
+    finding = first_error([older, newer], deadline_seconds=60)
+    assert finding is not None and finding.pod == "rl-head-0"

@@ -109,3 +109,27 @@ def test_it_reports_its_state_on_the_control_surface(own_kube: Kube) -> None:
         )
     )
     assert (status.exit_code, status.reason) == (137, "Error")
+
+
+def test_a_pod_evicted_for_node_pressure_reads_as_kubernetes_writes_it(own_kube: Kube) -> None:
+    """KUBERNETES-FACTS, Pods (Evicted): phase Failed, `status.reason: Evicted` with the node's
+    words, a DisruptionTarget condition TerminationByKubelet, Ready False (PodFailed), the
+    container terminated (reason Error) and not restarted, a Warning event Evicted."""
+    own_kube.core.create_namespaced_pod("default", pod_manifest("pressed"))
+    wait_for(
+        lambda: own_kube.core.read_namespaced_pod("pressed", "default").status.phase == "Running"
+    )
+    path = "/_sim/namespaces/default/pods/pressed/evict"
+    assert raw_call(own_kube, "POST", path) == (200, {"evicted": True})
+    assert raw_call(own_kube, "POST", path) == (200, {"evicted": False})  # once only
+    status = own_kube.core.read_namespaced_pod("pressed", "default").status
+    assert (status.phase, status.reason) == ("Failed", "Evicted")
+    assert status.message.startswith("The node was low on resource: memory.")
+    target = condition(status.conditions, "DisruptionTarget")
+    assert (target.status, target.reason) == ("True", "TerminationByKubelet")
+    ready = condition(status.conditions, "Ready")
+    assert (ready.status, ready.reason) == ("False", "PodFailed")
+    (container,) = status.container_statuses
+    assert container.state.terminated.reason == "Error" and container.restart_count == 0
+    events = own_kube.core.list_namespaced_event("default").items
+    assert any(e.reason == "Evicted" and e.type == "Warning" for e in events)

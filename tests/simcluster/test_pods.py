@@ -173,6 +173,19 @@ def test_it_reports_image_pull_failures(kube: Kube) -> None:
     )
 
 
+def test_a_mended_image_is_pulled_at_once_outside_the_old_images_back_off(kube: Kube) -> None:
+    """A pod's image is the one field of its containers an update may change; a container
+    waiting on a pull tries the new image at once (the kubelet's back-off is per image)."""
+    broken = container(image="registry.example.com/team/nonexistent:1.0")
+    kube.core.create_namespaced_pod(kube.namespace, pod_manifest("mend", broken))
+    wait_for(lambda: (s := main_status(kube, "mend")) and s.state.waiting
+             and s.state.waiting.reason == "ImagePullBackOff")  # fmt: skip
+    mended = [{**broken, "image": "registry.example.com/team/trainer:1.0"}]
+    kube.core.patch_namespaced_pod("mend", kube.namespace, {"spec": {"containers": mended}})
+    running = wait_for(lambda: (s := main_status(kube, "mend")) and s.state.running and s)
+    assert running.image == "registry.example.com/team/trainer:1.0"
+
+
 def test_it_serves_logs_with_tail_and_previous(kube: Kube) -> None:
     kube.core.create_namespaced_pod(
         kube.namespace,
