@@ -63,12 +63,14 @@ def _source(job: Job, every_run: bool) -> dict[str, Any]:
 
 
 def _compared(request: HttpRequest, job: Job) -> list[Job]:
-    """The Jobs named in `compare` (ids, comma-separated) that the reader may see, at most
-    MAX_COMPARED, in the order named; this Job itself is not compared with itself."""
+    """The Jobs named in `compare` that the reader may see, at most MAX_COMPARED, in the order
+    named; this Job itself is not compared with itself. The form sends `compare` once per
+    ticked Job and once for the typed ids (comma-separated, maybe empty): every value counts."""
     wanted = []
-    for text in request.GET.get("compare", "").split(","):
-        if text.strip().isdigit() and int(text) != job.pk and int(text) not in wanted:
-            wanted.append(int(text))
+    for value in request.GET.getlist("compare"):
+        for text in value.split(","):
+            if text.strip().isdigit() and int(text) != job.pk and int(text) not in wanted:
+                wanted.append(int(text))
     found = {other.pk: other for other in jobs_for(request.user).filter(pk__in=wanted[:50])}
     return [found[pk] for pk in wanted if pk in found][:MAX_COMPARED]
 
