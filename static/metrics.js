@@ -38,11 +38,21 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#9a4d00";
   }
 
+  // Rounded to 5 significant digits: for summaries (a chart's description) only.
   function number(value) {
     if (value === null || value === undefined) {
       return "\u2014";
     }
     return String(Number(value.toPrecision(5)));
+  }
+
+  // As reported: a step in full, a float with every digit it was sent with (the shortest text
+  // that reads back as the same number). The legend (hover) and the tables show these.
+  function exact(value) {
+    if (value === null || value === undefined) {
+      return "\u2014";
+    }
+    return String(value);
   }
 
   function duration(seconds) {
@@ -64,7 +74,7 @@
     if (setup.axis === "time") {
       return clock(value);
     }
-    return setup.axis === "since" ? duration(value) : number(value);
+    return setup.axis === "since" ? duration(value) : exact(value);
   }
 
   // --- reading ----------------------------------------------------------------------------------
@@ -405,7 +415,7 @@
         width: 1.5,
         spanGaps: true,
         value: function (u, v) {
-          return number(v);
+          return exact(v);
         },
       });
     });
@@ -520,7 +530,7 @@
       var tr = body.insertRow();
       tr.insertCell().textContent = xWords(data[0][row]);
       for (var column = 1; column < data.length; column++) {
-        tr.insertCell().textContent = number(data[column][row]);
+        tr.insertCell().textContent = exact(data[column][row]);
       }
     }
     wrap.appendChild(tableNode);

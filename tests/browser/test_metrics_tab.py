@@ -76,7 +76,7 @@ def train(job: Job, run: int, start: datetime, steps: int, skill: float = 1.0) -
         metrics = {
             "rollout/reward": round(skill * (1 - math.exp(-step / 90)) + wobble, 4),
             "train/loss": round(2.2 * math.exp(-step / 120) + abs(wobble) / 2, 4),
-            "train/entropy": round(1.1 - step / 800, 4),
+            "train/entropy": 1.1 - step / 800,  # 1.09125 at step 7: six digits
         }
         say(job, run, at, uid, {"kind": "progress", "step": step, "max_steps": 400,
                                 "metrics": metrics})  # fmt: skip
@@ -133,6 +133,13 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
         page.locator(".metrics-events summary").click()
         page.screenshot(path=str(screenshots / f"metrics-{suffix}.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 900})
+    # the table reads each value as reported, not rounded as the summaries and the axis are
+    entropy = page.locator('figure[data-series="train/entropy"]')
+    entropy.locator(".table-toggle").click()
+    cells = entropy.locator(".metric-table tbody td:nth-child(2)").all_text_contents()
+    assert "1.09125" in cells
+    assert [float(cell) for cell in cells] == [1.1 - step / 800 for step in range(300)]
+    entropy.locator(".table-toggle").click()
     reward = page.locator('figure[data-series="rollout/reward"]')
     drag(page, reward, 0.55, 0.7)
     expect(reward).to_have_attribute("data-zoomed", re.compile(r"^\d+$"))
