@@ -196,6 +196,21 @@ class Overview:
             first, last = first // 2, last // 2
             self.series = {name: _halved(buckets) for name, buckets in self.series.items()}
 
+    def span(self, name: str, low: float | None, high: float | None) -> tuple[float, float] | None:
+        """From the start of the first bucket to the end of the last one in which the series
+        reached into [low, high] (either bound may be open), in seconds since the epoch; None
+        when no bucket did. Every point of the series with a value in [low, high] lies in that
+        span: a bucket's lowest and highest bound all of its values. Reads a step range of a
+        run as a time range (jobs.series: a zoom on the step axis)."""
+        inside = [
+            bucket
+            for bucket, (lowest, highest) in self.series.get(name, {}).items()
+            if (low is None or highest.value >= low) and (high is None or lowest.value <= high)
+        ]
+        if not inside:
+            return None
+        return min(inside) * self.width, (max(inside) + 1) * self.width
+
     def points(self, name: str) -> list[Point]:
         """The series' kept points in time order (a bucket's lowest and highest, once if one)."""
         kept: list[Point] = []

@@ -21,7 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 import orjson
-from django.db.models import Max, Min, QuerySet, TextField
+from django.db.models import Max, Min, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -186,8 +186,28 @@ def _progress_rows(job: Job, runs: Sequence[int], query: Query, after_pk: int) -
             found = found.filter(at__gte=datetime.fromtimestamp(query.start, UTC))
         if query.end is not None:
             found = found.filter(at__lte=datetime.fromtimestamp(query.end, UTC))
+    elif query.start is not None or query.end is not None:
+        found = found.filter(_step_window(job, runs, query))
     ordered = found.order_by("at", "pk").values_list("run", "at", Cast("data", TextField()))
     return [(run, at.timestamp(), orjson.loads(data)) for run, at, data in ordered]
+
+
+def _step_window(job: Job, runs: Sequence[int], query: Query) -> Q:
+    """The stored messages that may hold a step in [query.start, query.end]: in each run with
+    an overview, those of the time span whose buckets reached into that step range
+    (jobs.downsample.Overview.span), so a zoom on the step axis reads the rows of its range,
+    not the whole run; a run without one has few messages, read whole."""
+    window = Q(pk__in=[])
+    for run in runs:
+        found = overview.read(job.pk, run)
+        if found is None:
+            window |= Q(run=run)
+            continue
+        span = found[0].span(STEP, query.start, query.end)
+        if span is not None:
+            began, ended = (datetime.fromtimestamp(t, UTC) for t in span)
+            window |= Q(run=run, at__gte=began, at__lt=ended)
+    return window
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from django.core.cache import cache
 from django.test import Client
 
 from console.models import Cluster
+from jobs import series
 from jobs.choices import JobPhase, WorkloadState
+from jobs.downsample import Axis
 from jobs.models import Job, SeriesOverview, Signal, WorkloadSpell
 from jobs.workload import intake
 from jobs.workload.intake import BATCH
@@ -104,6 +106,31 @@ def test_it_answers_the_whole_run_from_its_overview_with_the_global_min_and_max(
     )
     reward = next(s for s in zoomed.json()["series"] if s["name"] == "rollout/reward")
     assert len(reward["points"]) == 61 and max(p[2] for p in reward["points"]) == 50.0
+
+
+def test_a_zoom_on_the_step_axis_reads_only_the_stored_messages_of_its_range(
+    job: Job, alice: User
+) -> None:
+    """The overview maps the steps asked to a time span (jobs.downsample.Overview.span), so a
+    step range is read from its own rows, not from every stored message of the run; the
+    messages stored since the last compaction are found too."""
+    progress_rows(job, range(3000), {2222: {"rollout/reward": 50.0}})
+    intake.compact(job.pk, 1, T0 + timedelta(days=3))
+    progress_rows(job, range(3000, 3100), {3050: {"rollout/reward": 99.0}})
+    client = Client()
+    client.force_login(alice)
+
+    def reward(start: int, end: int) -> list[list[Any]]:
+        params = {"x": "step", "from": str(start), "to": str(end), "names": "rollout/reward"}
+        answer = client.get(f"/api/v1/jobs/{job.pk}/series", params).json()
+        return list(answer["series"][0]["points"])
+
+    zoomed = reward(2200, 2260)
+    assert [p[1] for p in zoomed] == list(range(2200, 2261)) and max(p[2] for p in zoomed) == 50.0
+    assert [p[1] for p in reward(3040, 3060)] == list(range(3040, 3061))
+    query = series.Query(start=2200, end=2260, axis=Axis.STEP)
+    read = Signal.objects.filter(job=job).filter(series._step_window(job, [1], query))
+    assert 61 <= read.count() <= 200  # of 3,100 stored
 
 
 def say(job: Job, at: datetime, *messages: dict[str, Any]) -> None:
