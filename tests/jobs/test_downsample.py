@@ -4,6 +4,9 @@ min/max per bucket, pure, tried on plain lists."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+
+import pytest
 
 from jobs.downsample import OVERVIEW_BUCKETS, Axis, Overview, Point, downsample, in_range, thin_rows
 
@@ -126,3 +129,23 @@ def test_an_overview_gives_the_time_span_of_a_step_range_even_when_the_steps_wen
     narrow = overview.span("step", 100, 200)
     assert narrow is not None and narrow[1] - narrow[0] < 0.05 * (points[-1].t - points[0].t)
     assert overview.span("step", 9001, 9500) is None
+
+
+@pytest.mark.parametrize("reported", [lambda n: n % 5 == 0, lambda n: n < 10 or n >= 9_000])
+def test_thinning_keeps_2000_points_of_a_sparse_series_and_of_a_bunched_one(
+    reported: Callable[[int], bool],
+) -> None:
+    """Points per series, not rows: a series in every 5th row, or one whose points come in a
+    burst after a long gap, keeps min(its points, 2,000) beside the dense ones, the rows
+    within the limit."""
+    chance = random.Random(9)
+    rows: list[tuple[float, dict[str, float]]] = []
+    for n in range(12_000):
+        values = {"step": float(n), "loss": chance.random()}
+        if reported(n):
+            values["sparse"] = chance.random()
+        rows.append((T0 + 7.2 * n, values))
+    kept = thin_rows(rows, 4000)
+    assert len(kept) <= 4000
+    for name in ("step", "loss", "sparse"):
+        assert sum(1 for index in kept if name in rows[index][1]) >= 2000

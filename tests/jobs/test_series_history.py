@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -63,6 +64,33 @@ def test_it_compacts_a_finished_run_to_at_least_2000_points_of_every_series(job:
     assert max(data["metrics"]["train/m7"] for data in kept) == 80.0
     steps = [data["step"] for data in kept]
     assert min(steps) == 0 and max(steps) == 11_999
+
+
+def test_a_metric_reported_in_every_fifth_message_keeps_2000_points(job: Job) -> None:
+    """Compaction counts points per series, not rows: of 12,000 messages, 30 noisy metrics in
+    each, `eval/score` in every 5th (2,400 points) and `eval/rare` in every 50th (240): after
+    compaction each still has at least 2,000 points, or all of them, spread over the run, and
+    the rows stay within the bound."""
+    chance = random.Random(12)
+    rows = []
+    for n in range(12_000):
+        metrics = {f"train/m{k}": chance.random() for k in range(30)}
+        if n % 5 == 0:
+            metrics["eval/score"] = chance.random()
+        if n % 50 == 0:
+            metrics["eval/rare"] = chance.random()
+        at = T0 + timedelta(seconds=7.2 * n)
+        rows.append(Signal(job=job, run=1, pod=POD, uid=UID, seq=n, kind="progress", at=at,
+                           received_at=at, data={"step": n, "metrics": metrics}))  # fmt: skip
+    Signal.objects.bulk_create(rows, batch_size=2000)
+    intake.compact(job.pk, 1, T0 + timedelta(days=30))
+    kept = list(Signal.objects.filter(job=job, kind="progress").values_list("data", flat=True))
+    assert len(kept) <= 4000
+    scores = sorted(data["step"] for data in kept if "eval/score" in data["metrics"])
+    assert len(scores) >= 2000 and scores[0] == 0 and scores[-1] == 11_995
+    assert max(b - a for a, b in pairwise(scores)) <= 20  # no hole
+    assert sum(1 for data in kept if "eval/rare" in data["metrics"]) == 240
+    assert all(sum(1 for data in kept if f"train/m{k}" in data["metrics"]) >= 2000 for k in (0, 29))
 
 
 def progress_rows(job: Job, steps: range, spikes: dict[int, dict[str, float]]) -> None:
