@@ -163,5 +163,26 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
         expect(page.locator("#metrics")).to_have_attribute("data-drawn", "5")
         legend = page.locator('figure[data-series="rollout/reward"] .u-legend').inner_text()
         assert "ppo-curves \u00b7" in legend and "ppo-curves-lr2 \u00b7" in legend
+        # the marks of every Job and run compared, each naming its Job and run
+        events = page.locator(".metrics-events li").all_text_contents()
+        for who in ("ppo-curves \u00b7 ", "ppo-curves-lr2 \u00b7 "):
+            assert any(text.startswith(who) and "\u25c6" in text for text in events)
+            assert any(text.startswith(who) and "\u21bb" in text for text in events)
+        assert sum("\u25c6" in text for text in events) == 1 + 2 + 2  # run 1, run 2, the clone
+        page.locator(".metrics-events summary").click()
         page.screenshot(path=str(screenshots / f"metrics-compare-{suffix}.png"), full_page=True)
+    # a click on a legend entry hides that series
+    reward = page.locator('figure[data-series="rollout/reward"]')
+    reward.locator(".u-legend .u-series").nth(1).click()
+    expect(reward.locator(".u-legend .u-series").nth(1)).to_have_class(re.compile("u-off"))
+    assert reward.evaluate("f => f.chart.plot.series.map(s => s.show)") == [True, False, True, True]
+    # a compared Job that is live is asked for what is new too
+    say(clone, 1, timezone.now(), f"{clone.pk}-1-b", {"kind": "progress", "step": 260})
+    expect(page.locator("#metrics")).to_have_attribute("data-appended", re.compile("."),
+                                                       timeout=15_000)  # fmt: skip
+    last = page.locator('figure[data-series="step"]').evaluate(
+        "f => f.chart.lines.filter(l => l.label.startsWith('ppo-curves-lr2'))"
+        ".map(l => l.points[l.points.length - 1][1])"
+    )
+    assert last == [260]
     assert errors == []

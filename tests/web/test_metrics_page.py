@@ -43,9 +43,8 @@ def test_it_follows_job_access_and_sits_beside_status_and_logs(
     status = page(alice, f"/jobs/{job.pk}/").content.decode()
     assert f'href="/jobs/{job.pk}/metrics/" id="metrics-tab"' in status
     setup = setup_of(page(alice, path))
-    assert setup["sources"] == [
-        {"job": job.pk, "name": "ppo", "url": f"/api/v1/jobs/{job.pk}/series", "run": ""}
-    ]
+    url = f"/api/v1/jobs/{job.pk}/series"
+    assert setup["sources"] == [{"job": job.pk, "name": "ppo", "url": url, "run": "", "live": True}]
 
 
 def test_a_comparison_names_only_jobs_the_reader_may_see(

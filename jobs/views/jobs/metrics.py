@@ -23,6 +23,7 @@ from jobs.access import get_job_for_user, jobs_for
 from jobs.choices import JOB_TERMINAL, JobPhase, WorkloadState
 from jobs.models import Job
 from jobs.pod_logs import reads_logs
+from jobs.series import MAX_POINTS
 
 MAX_COMPARED = 5  # Jobs picked to compare with this one
 AXES = ("time", "since", "step")  # the x axis: time, time since each run started, step
@@ -45,8 +46,8 @@ def job_metrics(request: HttpRequest, pk: int) -> HttpResponse:
         "chart_setup": {
             "sources": sources,
             "axis": axis,
-            "live": job.phase not in JOB_TERMINAL and job.phase != JobPhase.STOPPED,
             "poll_seconds": POLL_SECONDS,
+            "points": MAX_POINTS,
             "words": _words(),
         },
     }
@@ -54,11 +55,13 @@ def job_metrics(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _source(job: Job, every_run: bool) -> dict[str, Any]:
+    """One Job drawn; `live`: its run may still report (the tab asks it for what is new)."""
     return {
         "job": job.pk,
         "name": job.name,
         "url": reverse("api-job-series", args=[job.pk]),
         "run": "all" if every_run else "",
+        "live": job.phase not in JOB_TERMINAL and job.phase != JobPhase.STOPPED,
     }
 
 
