@@ -37,6 +37,7 @@ from workers.models import PodInstance
 MAX_POINTS = 500  # per series per request (issue 35: "at most ~500")
 MAX_NAMES = 64
 STEP, STEP_RATE = "step", "step_rate"
+LAST_TIME = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last time a datetime can hold
 
 
 class BadQuery(ValueError):
@@ -64,11 +65,16 @@ def parse_query(params: Mapping[str, str]) -> Query:
         axis = Axis(params.get("x") or Axis.TIME)
     except ValueError:
         raise BadQuery("x: time or step.") from None
+    start = _number(params.get("from", ""), "from", float)
+    end = _number(params.get("to", ""), "to", float)
+    for name, bound in (("from", start), ("to", end)):
+        if axis == Axis.TIME and bound is not None and not 0 <= bound <= LAST_TIME:
+            raise BadQuery(f"{name}: out of range.")
     return Query(
         names=frozenset(names) or None,
         run=0 if run_text == "all" else _number(run_text, "run", int),
-        start=_number(params.get("from", ""), "from", float),
-        end=_number(params.get("to", ""), "to", float),
+        start=start,
+        end=end,
         axis=axis,
         points=min(MAX_POINTS, _number(params.get("points", ""), "points", int) or MAX_POINTS),
         after=params.get("after", ""),
