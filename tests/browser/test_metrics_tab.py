@@ -156,6 +156,19 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
     appended = page.locator("#metrics")
     expect(appended).to_have_attribute("data-appended", re.compile("."), timeout=15_000)
     expect(step_chart).to_have_attribute("data-kept", "yes")
+    # a tab left open keeps a bounded chart: past twice an answer's points a series is thinned
+    # back to them, its highest point kept
+    start = timezone.now().timestamp() + 60
+    burst = {"series": [{"name": "step", "run": 2,
+                         "points": [[start + n, 301 + n, 301.0 + n] for n in range(1100)]}],
+             "checkpoints": [], "spells": [], "runs": [], "restarts": [],
+             "cursor": "2.999999.0.-", "x": "time"}  # fmt: skip
+    page.route(f"**/api/v1/jobs/{job.pk}/series?*after=*",
+               lambda route: route.fulfill(json=burst))  # fmt: skip
+    expect(appended).to_have_attribute("data-appended", "2.999999.0.-", timeout=15_000)
+    page.unroute(f"**/api/v1/jobs/{job.pk}/series?*after=*")
+    kept = step_chart.evaluate("f => f.chart.lines[0].points.map(p => p[2])")
+    assert len(kept) <= 1000 and max(kept) == 1400.0
     for language, width, suffix in (("en", 1400, "en-1400"), ("zh-hans", 390, "zh-390")):
         page.context.add_cookies([{"name": "django_language", "value": language, "url": base}])
         page.set_viewport_size({"width": width, "height": 900})
