@@ -11,8 +11,9 @@ since) and the last ten minutes at the full rate, each with a step, a step time 
 and the run's overview as the compaction a minute before the end left it (jobs.workload.overview:
 the rows of the last 70 s not folded yet). Then it asks `GET /api/v1/jobs/{id}/series` as the tab
 does: the whole run (read from the overview), a zoomed hour (read from the stored rows), the
-whole run on the step axis, one series, and the live poll that finds nothing new (204). Server
-time through Django's test client (no network), median of REPEAT requests.
+whole run on the step axis, the same hour's steps on the step axis (the rows of their time
+span, found through the overview), one series, and the live poll that finds nothing new (204).
+Server time through Django's test client (no network), median of REPEAT requests.
 
 Then the Metrics tab itself in headless Chromium (STACK.md, "Browser tests") against a live
 server on port PORT: from the series response's end (its resource timing) to the first frame
@@ -183,10 +184,14 @@ def run() -> str:
     load = os.getloadavg()[0]
     path = f"/api/v1/jobs/{job.pk}/series"
     hour_from = (END - timedelta(hours=30)).timestamp()
+    rate = MESSAGES / RUN_SECONDS
+    step_from = int((RUN_SECONDS - 30 * 3600) * rate)  # the same hour's steps
+    steps = {"x": "step", "from": str(step_from), "to": str(step_from + int(3600 * rate))}
     cursor = client.get(path).json()["cursor"]
     asked = [
         ("the whole run (time axis)", {}, True),
         ("a zoomed hour", {"from": str(hour_from), "to": str(hour_from + 3600)}, True),
+        ("a zoomed hour's steps (step axis)", steps, True),
         ("the whole run (step axis)", {"x": "step"}, False),
         ("one series, whole run", {"names": "train/m01"}, False),
         ("the live poll, nothing new (204)", {"after": cursor}, False),
@@ -210,7 +215,9 @@ def run() -> str:
         [
             "## Series endpoint (`bench/series.py`)",
             "",
-            f"A run of {MESSAGES:,} progress messages of {METRICS} metrics over three days, "
+            f"Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
+            f"{connection.vendor}. A run of {MESSAGES:,} progress messages of {METRICS} "
+            "metrics over three days, "
             f"stored as the compaction bounds it: {stored:,} rows (the most, just before a "
             "compaction), and the run's overview as the compaction a minute earlier left it "
             f"({tail:,} rows stored since, folded in by each whole-range read). "
@@ -243,7 +250,10 @@ def run() -> str:
             "series' lowest and highest point in each of at most 250 aligned time buckets, "
             "decoded by orjson) and the rows stored since the last compaction, folded in the "
             "same way; it no longer grows with the stored rows. A zoomed hour reads that hour's "
-            "rows, as before. Keeping the overview is the compaction's: its first fold, over "
+            "rows, as before; a zoom on the step axis reads the rows of the time span in which "
+            "the overview's step buckets reached into the steps asked (here the same hour's "
+            "rows), not every stored row. Keeping the overview is the compaction's: its first "
+            "fold, over "
             f"every stored row, took {folded:,.0f} ms; the next one, a minute's rows, "
             f"{minute:,.0f} ms (at most once a minute per live run).",
         ]

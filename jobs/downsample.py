@@ -8,9 +8,10 @@ Pure: plain lists in, plain lists out, no database and no clock. Two uses of one
   each bucket keeps its lowest and its highest point. A spike survives whatever the zoom, and a
   narrower range has narrower buckets, so zooming in refines.
 - `thin_rows`: the compaction of a run's stored progress (jobs.workload.intake). A stored row
-  carries every series at once (step, step time, each metric), so a row is kept when it is the
-  first of its time slice or holds the lowest or the highest value of any series in it; the slices
-  are widened until the kept rows fit the limit.
+  carries the series its message reported (step, step time, some or all metrics), so a row is
+  kept when it holds one of the points spread over the time of any series (at least 2,000 of
+  each, however sparse), or the lowest or the highest value of any series in its time slice; the
+  slices are widened until the kept rows fit the limit.
 """
 
 from __future__ import annotations
@@ -130,23 +131,74 @@ def slice_extremes(rows: Sequence[Row], width: int) -> list[int]:
     return sorted(kept)
 
 
+SERIES_POINTS = 2_000  # points of every series a thinned history keeps (issue 35), if it had them
+
+
 def thin_rows(rows: Sequence[Row], limit: int) -> list[int]:
-    """The indices (in order) of at most `limit` rows to keep, `rows` being in time order.
-    Slices are a power of two seconds wide, at most `limit // 2` of them over the span at
-    first, twice as wide each time the kept rows do not fit: aligned slices nest, so a later
-    compaction of the same history never undoes an earlier one, and every kept slice's lowest
-    and highest value of every series survives."""
+    """The indices (in order) of about `limit` rows to keep, `rows` being in time order: for
+    every series, min(its points, SERIES_POINTS, limit // 2) of its points spread over its time
+    (`spread`), so a metric reported in one message of five keeps as many points as the step;
+    then, in time slices a power of two seconds wide, each slice's first row and its lowest and
+    highest row of every series (`slice_extremes`), the slices at most `limit // 2` over the
+    span at first and twice as wide each time the kept rows do not fit. Aligned slices nest,
+    so a later compaction of the same history never undoes an earlier one's extremes, and the
+    widest (one slice) keeps every series' global minimum and maximum even past `limit`.
+    Series reported in separate messages, more than `limit` rows of spread points in all, each
+    keep fewer: the rows' bound wins."""
     if len(rows) <= limit:
         return list(range(len(rows)))
+    spread_rows = spread(rows, min(SERIES_POINTS, limit // 2), limit)
     span = rows[-1][0] - rows[0][0]
     width = 1
     while span / width > max(1, limit // 2 - 1):
         width *= 2
     while True:
-        kept = slice_extremes(rows, width)
+        kept = spread_rows.union(slice_extremes(rows, width))
         if len(kept) <= limit or width > span:
-            return kept
+            return sorted(kept)
         width *= 2
+
+
+def spread(rows: Sequence[Row], count: int, limit: int) -> set[int]:
+    """The rows holding `count` points of every series (all of a series with fewer), chosen by
+    `evenly`; `count` halves while they are more than `limit` rows."""
+    positions: dict[str, list[int]] = {}
+    for index, (_, values) in enumerate(rows):
+        for name in values:
+            positions.setdefault(name, []).append(index)
+    while True:
+        kept: set[int] = set()
+        for found in positions.values():
+            times = [rows[index][0] for index in found]
+            kept.update(found[k] for k in evenly(times, count))
+        if len(kept) <= limit or count <= 1:
+            return kept
+        count //= 2
+
+
+def evenly(times: Sequence[float], count: int) -> list[int]:
+    """The positions of min(count, len(times)) of the times (ascending), spread over their span:
+    the first time at or after each of `count` evenly spaced moments from the first to the
+    last, each taken once; where points bunch (a gap, then a burst) fewer moments find one of
+    their own, and the rest are taken evenly from those left, so the count always holds."""
+    if len(times) <= count:
+        return list(range(len(times)))
+    first, last = times[0], times[-1]
+    chosen: list[int] = []
+    position = 0
+    for moment in range(count):
+        target = first + (last - first) * moment / max(1, count - 1)
+        position = bisect_left(times, target, position)
+        if position == len(times):
+            break
+        chosen.append(position)
+        position += 1
+    if len(chosen) < count:
+        taken = set(chosen)
+        left = [k for k in range(len(times)) if k not in taken]
+        need = count - len(chosen)
+        chosen += [left[m * (len(left) - 1) // max(1, need - 1)] for m in range(need)]
+    return chosen
 
 
 OVERVIEW_BUCKETS = 250  # aligned time buckets of a run's overview: at most 500 points a series
@@ -195,6 +247,21 @@ class Overview:
             self.width *= 2
             first, last = first // 2, last // 2
             self.series = {name: _halved(buckets) for name, buckets in self.series.items()}
+
+    def span(self, name: str, low: float | None, high: float | None) -> tuple[float, float] | None:
+        """From the start of the first bucket to the end of the last one in which the series
+        reached into [low, high] (either bound may be open), in seconds since the epoch; None
+        when no bucket did. Every point of the series with a value in [low, high] lies in that
+        span: a bucket's lowest and highest bound all of its values. Reads a step range of a
+        run as a time range (jobs.series: a zoom on the step axis)."""
+        inside = [
+            bucket
+            for bucket, (lowest, highest) in self.series.get(name, {}).items()
+            if (low is None or highest.value >= low) and (high is None or lowest.value <= high)
+        ]
+        if not inside:
+            return None
+        return min(inside) * self.width, (max(inside) + 1) * self.width
 
     def points(self, name: str) -> list[Point]:
         """The series' kept points in time order (a bucket's lowest and highest, once if one)."""

@@ -21,7 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 import orjson
-from django.db.models import Max, Min, QuerySet, TextField
+from django.db.models import Max, Min, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -37,6 +37,7 @@ from workers.models import PodInstance
 MAX_POINTS = 500  # per series per request (issue 35: "at most ~500")
 MAX_NAMES = 64
 STEP, STEP_RATE = "step", "step_rate"
+LAST_TIME = 253_402_300_799  # 9999-12-31 23:59:59 UTC: the last time a datetime can hold
 
 
 class BadQuery(ValueError):
@@ -64,11 +65,16 @@ def parse_query(params: Mapping[str, str]) -> Query:
         axis = Axis(params.get("x") or Axis.TIME)
     except ValueError:
         raise BadQuery("x: time or step.") from None
+    start = _number(params.get("from", ""), "from", float)
+    end = _number(params.get("to", ""), "to", float)
+    for name, bound in (("from", start), ("to", end)):
+        if axis == Axis.TIME and bound is not None and not 0 <= bound <= LAST_TIME:
+            raise BadQuery(f"{name}: out of range.")
     return Query(
         names=frozenset(names) or None,
         run=0 if run_text == "all" else _number(run_text, "run", int),
-        start=_number(params.get("from", ""), "from", float),
-        end=_number(params.get("to", ""), "to", float),
+        start=start,
+        end=end,
         axis=axis,
         points=min(MAX_POINTS, _number(params.get("points", ""), "points", int) or MAX_POINTS),
         after=params.get("after", ""),
@@ -186,8 +192,28 @@ def _progress_rows(job: Job, runs: Sequence[int], query: Query, after_pk: int) -
             found = found.filter(at__gte=datetime.fromtimestamp(query.start, UTC))
         if query.end is not None:
             found = found.filter(at__lte=datetime.fromtimestamp(query.end, UTC))
+    elif query.start is not None or query.end is not None:
+        found = found.filter(_step_window(job, runs, query))
     ordered = found.order_by("at", "pk").values_list("run", "at", Cast("data", TextField()))
     return [(run, at.timestamp(), orjson.loads(data)) for run, at, data in ordered]
+
+
+def _step_window(job: Job, runs: Sequence[int], query: Query) -> Q:
+    """The stored messages that may hold a step in [query.start, query.end]: in each run with
+    an overview, those of the time span whose buckets reached into that step range
+    (jobs.downsample.Overview.span), so a zoom on the step axis reads the rows of its range,
+    not the whole run; a run without one has few messages, read whole."""
+    window = Q(pk__in=[])
+    for run in runs:
+        found = overview.read(job.pk, run)
+        if found is None:
+            window |= Q(run=run)
+            continue
+        span = found[0].span(STEP, query.start, query.end)
+        if span is not None:
+            began, ended = (datetime.fromtimestamp(t, UTC) for t in span)
+            window |= Q(run=run, at__gte=began, at__lt=ended)
+    return window
 
 
 @dataclass(frozen=True)

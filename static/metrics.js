@@ -4,8 +4,8 @@
 // in the colours of those states elsewhere), restarts and new runs (lines with their labels).
 // Drag to zoom (the zoomed range is asked again, so it refines), double-click to reset; a
 // series is hidden by clicking its legend entry; hover shows the exact values in the legend;
-// each chart has a table for reading without the chart. While the run is live the page asks
-// with the answer's cursor every few seconds (204: nothing new) and appends what came.
+// each chart has a table for reading without the chart. While a Job shown is live the page asks
+// with its answer's cursor every few seconds (204: nothing new) and appends what came.
 // The page sets #metrics[data-drawn] after each drawing and a figure's [data-zoomed] after a
 // zoom's finer points arrived: what the browser tests wait for.
 (function () {
@@ -38,11 +38,21 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#9a4d00";
   }
 
+  // Rounded to 5 significant digits: for summaries (a chart's description) only.
   function number(value) {
     if (value === null || value === undefined) {
       return "\u2014";
     }
     return String(Number(value.toPrecision(5)));
+  }
+
+  // As reported: a step in full, a float with every digit it was sent with (the shortest text
+  // that reads back as the same number). The legend (hover) and the tables show these.
+  function exact(value) {
+    if (value === null || value === undefined) {
+      return "\u2014";
+    }
+    return String(value);
   }
 
   function duration(seconds) {
@@ -64,7 +74,7 @@
     if (setup.axis === "time") {
       return clock(value);
     }
-    return setup.axis === "since" ? duration(value) : number(value);
+    return setup.axis === "since" ? duration(value) : exact(value);
   }
 
   // --- reading ----------------------------------------------------------------------------------
@@ -195,11 +205,9 @@
         if (series.name !== name) {
           return;
         }
-        var source = setup.sources[index];
-        var many = setup.sources.length > 1 || source.run === "all";
         var label = name === "step_rate" ? words.step_rate : name === "step" ? words.step : name;
-        if (many) {
-          label = source.name + " \u00b7 " + fill(words.run, { run: series.run });
+        if (many()) {
+          label = whose(index, series.run).slice(0, -2);
         }
         lines.push({ label: label, answer: answer, run: series.run, points: series.points });
       });
@@ -256,59 +264,121 @@
 
   // --- marks: spells, checkpoints, restarts, runs ------------------------------------------------
 
-  function marks() {
-    var answer = answers[0];
-    if (!answer) {
-      return [];
+  // Several Jobs or runs on one chart: each line and each mark names its Job and run.
+  function many() {
+    return setup.sources.length > 1 || setup.sources[0].run === "all";
+  }
+
+  function whose(index, run) {
+    if (!many()) {
+      return "";
     }
+    return setup.sources[index].name + " \u00b7 " + fill(words.run, { run: run }) + ": ";
+  }
+
+  function marks() {
+    var found = [];
+    answers.forEach(function (answer, index) {
+      if (answer) {
+        found = found.concat(marksOf(answer, index));
+      }
+    });
+    return found;
+  }
+
+  function marksOf(answer, index) {
     var now = Date.now() / 1000;
     var found = [];
     (answer.spells || []).forEach(function (spell) {
       var look = spellLook[spell.state] || spellLook.Stalled;
+      var text = whose(index, spell.run) + look.icon + " " + (words[spell.state] || spell.state);
       found.push({
         kind: "spell", answer: answer, run: spell.run, from: spell.from, to: spell.to || now,
-        colour: cssColour(look.tone), text: look.icon + " " + (words[spell.state] || spell.state),
-        words: look.icon + " " + (words[spell.state] || spell.state) + ": " + clock(spell.from) +
-          " \u2013 " + (spell.to ? clock(spell.to) : words.going_on),
+        colour: cssColour(look.tone), text: text,
+        words: text + ": " + clock(spell.from) + " \u2013 " +
+          (spell.to ? clock(spell.to) : words.going_on),
       });
     });
     (answer.checkpoints || []).forEach(function (checkpoint) {
       found.push({
         kind: "checkpoint", answer: answer, run: checkpoint.run, from: checkpoint.t,
-        text: "\u25c6", words: "\u25c6 " + fill(words.checkpoint, checkpoint) + " (" +
-          clock(checkpoint.t) + ")",
+        text: "\u25c6", words: whose(index, checkpoint.run) + "\u25c6 " +
+          fill(words.checkpoint, checkpoint) + " (" + clock(checkpoint.t) + ")",
       });
     });
     (answer.restarts || []).forEach(function (restart) {
-      var text = "\u21bb " + fill(words[restart.how] || words.restarted, restart);
+      var text = whose(index, restart.run) + "\u21bb " +
+        fill(words[restart.how] || words.restarted, restart);
       found.push({ kind: "line", answer: answer, run: restart.run, from: restart.t, text: text,
         words: text + " (" + clock(restart.t) + ")" });
     });
-    (answer.runs || []).forEach(function (run, index) {
-      if (index === 0 && setup.axis !== "time") {
+    (answer.runs || []).forEach(function (run, order) {
+      if (order === 0 && setup.axis !== "time") {
         return;
       }
-      var text = "\u25b6 " + fill(words.run_started, { run: run.run });
+      var text = (many() ? setup.sources[index].name + ": " : "") + "\u25b6 " +
+        fill(words.run_started, { run: run.run });
       found.push({ kind: "line", answer: answer, run: run.run, from: run.started_at, text: text,
         words: text + " (" + clock(run.started_at) + ")" });
     });
     return found;
   }
 
-  // On the time axis of a live run, the axis reaches the end of a spell going on (now), so a
-  // run that stopped reporting shows its Unresponsive band beyond its last point.
+  // On the time axis, the axis reaches the end of a spell going on now in a live Job, so a run
+  // that stopped reporting shows its Unresponsive band beyond its last point.
   function markedUntil() {
-    if (setup.axis !== "time" || !setup.live || !answers[0]) {
+    if (setup.axis !== "time") {
       return -Infinity;
     }
-    var ongoing = (answers[0].spells || []).some(function (spell) {
-      return spell.to === null;
+    var ongoing = answers.some(function (answer, index) {
+      return answer && setup.sources[index].live && (answer.spells || []).some(function (spell) {
+        return spell.to === null;
+      });
     });
     return ongoing ? Date.now() / 1000 : -Infinity;
   }
 
-  // Where a label starting at `x` is drawn so that it ends inside the plot (at 390 px a label
-  // near the right edge would be cut).
+  // A label beside its line at `x`: to the right of it, or to the left where the right has no
+  // room (near the plot's right edge, at 390 px), cut short with an ellipsis where neither side
+  // has room for it whole; it never moves away from its line.
+  function besideLine(ctx, box, text, x, gap, rows) {
+    var right = box.left + box.width - (x + gap);
+    var left = x - gap - box.left;
+    var toLeft = ctx.measureText(text).width > right && left > right;
+    var room = Math.max(0, toLeft ? left : right);
+    var shown = text;
+    while (shown.length > 1 && ctx.measureText(shown).width > room) {
+      shown = shown.slice(0, -2) + "\u2026";
+    }
+    var width = ctx.measureText(shown).width;
+    var start = toLeft ? x - gap - width : x + gap;
+    ctx.fillText(shown, start, rows.free(start, start + width));
+  }
+
+  // Rows for the labels of one chart: a label goes on the first row where it overlaps no other
+  // (marks close together, a run start and a restart at 390 px or the spells of runs compared,
+  // do not write over each other); with every row taken, on the first.
+  function labelRows(box, ratio) {
+    var rows = [];
+    var count = Math.max(1, Math.floor((box.height / ratio - 20) / 14));
+    return {
+      free: function (from, to) {
+        for (var index = 0; index < count; index++) {
+          var taken = rows[index] || (rows[index] = []);
+          var clear = taken.every(function (span) {
+            return to + 4 * ratio < span[0] || from > span[1] + 4 * ratio;
+          });
+          if (clear) {
+            taken.push([from, to]);
+            return box.top + (3 + 14 * index) * ratio;
+          }
+        }
+        return box.top + 3 * ratio;
+      },
+    };
+  }
+
+  // A band's label starts inside the band, kept inside the plot.
   function inside(ctx, box, text, x) {
     return Math.max(box.left, Math.min(x, box.left + box.width - ctx.measureText(text).width - 2));
   }
@@ -321,6 +391,7 @@
     ctx.font = 11 * ratio + "px system-ui, sans-serif";
     ctx.textBaseline = "top";
     ctx.textAlign = "left";
+    var rows = labelRows(box, ratio);
     marks().forEach(function (mark) {
       var left = xOfTime(mark.answer, mark.run, mark.from);
       if (left === null || left === undefined) {
@@ -339,7 +410,8 @@
         ctx.fillRect(from, box.top, to - from, box.height);
         ctx.globalAlpha = 1;
         ctx.fillStyle = mark.colour;
-        ctx.fillText(mark.text, inside(ctx, box, mark.text, from + 3 * ratio), box.top + 3 * ratio);
+        var start = inside(ctx, box, mark.text, from + 3 * ratio);
+        ctx.fillText(mark.text, start, rows.free(start, start + ctx.measureText(mark.text).width));
         return;
       }
       if (x0 < box.left || x0 > box.left + box.width) {
@@ -359,7 +431,7 @@
       ctx.stroke();
       ctx.setLineDash([]);
       ctx.fillStyle = "#4a5361";
-      ctx.fillText(mark.text, inside(ctx, box, mark.text, x0 + 3 * ratio), box.top + 18 * ratio);
+      besideLine(ctx, box, mark.text, x0, 3 * ratio, rows);
     });
     ctx.restore();
   }
@@ -405,7 +477,7 @@
         width: 1.5,
         spanGaps: true,
         value: function (u, v) {
-          return number(v);
+          return exact(v);
         },
       });
     });
@@ -520,7 +592,7 @@
       var tr = body.insertRow();
       tr.insertCell().textContent = xWords(data[0][row]);
       for (var column = 1; column < data.length; column++) {
-        tr.insertCell().textContent = number(data[column][row]);
+        tr.insertCell().textContent = exact(data[column][row]);
       }
     }
     wrap.appendChild(tableNode);
@@ -641,40 +713,51 @@
   // --- live: append what is new -------------------------------------------------------------------
 
   function schedulePoll() {
-    if (!setup.live || pollTimer !== null || !answers[0]) {
+    var live = setup.sources.some(function (source) {
+      return source.live;
+    });
+    if (!live || pollTimer !== null) {
       return;
     }
     pollTimer = window.setInterval(poll, setup.poll_seconds * 1000);
   }
 
+  // Each live Job shown (this one and those compared) is asked for what came since its cursor.
   function poll() {
-    if (document.visibilityState !== "visible" || !answers[0]) {
+    if (document.visibilityState !== "visible") {
       return;
     }
-    var current = answers[0];
-    ask(address(setup.sources[0], { after: current.cursor })).then(function (newer) {
-      if (!newer || newer.unchanged) {
+    setup.sources.forEach(function (source, index) {
+      var current = answers[index];
+      if (!source.live || !current) {
         return;
       }
-      if (newer.cursor.split(".")[0] !== current.cursor.split(".")[0]) {
-        load(); // a new run began: everything is asked again
-        return;
-      }
-      if (!append(current, newer)) {
-        draw();
-        return;
-      }
-      charts.forEach(function (chart) {
-        if (!chart.zoomed) {
-          chart.lines = linesOf(chart.name, answers);
-          chart.plot.setData(joined(chart.lines));
+      ask(address(source, { after: current.cursor })).then(function (newer) {
+        if (!newer || newer.unchanged || answers[index] !== current) {
+          return;
         }
+        if (newer.cursor.split(".")[0] !== current.cursor.split(".")[0]) {
+          load(); // a new run began: everything is asked again
+          return;
+        }
+        if (!append(current, newer)) {
+          draw();
+          return;
+        }
+        charts.forEach(function (chart) {
+          if (!chart.zoomed) {
+            chart.lines = linesOf(chart.name, answers);
+            chart.plot.setData(joined(chart.lines));
+          }
+        });
+        root.dataset.appended = current.cursor;
       });
-      root.dataset.appended = current.cursor;
     });
   }
 
   // Adds the newer answer's points to the kept one; false when a series is new (draw again).
+  // A series that grew past twice the points of an answer is thinned back to them (`thinned`),
+  // so a tab left open on a live run keeps a bounded chart.
   function append(kept, newer) {
     var complete = true;
     newer.series.forEach(function (series) {
@@ -692,11 +775,39 @@
           same.points.push(point);
         }
       });
+      if (same.points.length > 2 * setup.points) {
+        same.points = thinned(same.points, setup.points);
+      }
     });
     ["checkpoints", "spells", "runs", "restarts", "cursor"].forEach(function (key) {
       kept[key] = newer[key];
     });
     return complete;
+  }
+
+  // At most `limit` of the points, in their order: each of `limit / 2` runs of equal count keeps
+  // its lowest and its highest point (as the server's downsampling does per bucket), so a spike
+  // or a dip stays.
+  function thinned(points, limit) {
+    var buckets = Math.max(1, Math.floor(limit / 2));
+    var kept = [];
+    for (var bucket = 0; bucket < buckets; bucket++) {
+      var begin = Math.floor((bucket * points.length) / buckets);
+      var end = Math.floor(((bucket + 1) * points.length) / buckets);
+      var low = begin;
+      var high = begin;
+      for (var k = begin; k < end; k++) {
+        low = points[k][2] < points[low][2] ? k : low;
+        high = points[k][2] > points[high][2] ? k : high;
+      }
+      if (end > begin) {
+        kept.push(points[Math.min(low, high)]);
+        if (low !== high) {
+          kept.push(points[Math.max(low, high)]);
+        }
+      }
+    }
+    return kept;
   }
 
   var resizeTimer = null;

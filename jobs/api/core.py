@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from console import errors
 from jobs.access import cannot_create, cannot_operate, projects_for
+from jobs.api import series_doc
 from jobs.api.auth import BearerToken
 from jobs.operations import ConfirmationMismatch, OperationRefused
 from jobs.spec import (
@@ -76,6 +77,7 @@ class TrainyardAPI(NinjaAPI):
             components.update(definition.pop("$defs", {}))
             components[model.__name__] = definition
         schema["components"].setdefault("securitySchemes", {})["SignalToken"] = SIGNAL_TOKEN
+        schema["paths"][series_doc.PATH] = series_doc.operation()
         return schema
 
     def get_openapi_operation_id(self, operation: Operation) -> str:

@@ -76,7 +76,7 @@ def train(job: Job, run: int, start: datetime, steps: int, skill: float = 1.0) -
         metrics = {
             "rollout/reward": round(skill * (1 - math.exp(-step / 90)) + wobble, 4),
             "train/loss": round(2.2 * math.exp(-step / 120) + abs(wobble) / 2, 4),
-            "train/entropy": round(1.1 - step / 800, 4),
+            "train/entropy": 1.1 - step / 800,  # 1.09125 at step 7: six digits
         }
         say(job, run, at, uid, {"kind": "progress", "step": step, "max_steps": 400,
                                 "metrics": metrics})  # fmt: skip
@@ -133,6 +133,13 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
         page.locator(".metrics-events summary").click()
         page.screenshot(path=str(screenshots / f"metrics-{suffix}.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 900})
+    # the table reads each value as reported, not rounded as the summaries and the axis are
+    entropy = page.locator('figure[data-series="train/entropy"]')
+    entropy.locator(".table-toggle").click()
+    cells = entropy.locator(".metric-table tbody td:nth-child(2)").all_text_contents()
+    assert "1.09125" in cells
+    assert [float(cell) for cell in cells] == [1.1 - step / 800 for step in range(300)]
+    entropy.locator(".table-toggle").click()
     reward = page.locator('figure[data-series="rollout/reward"]')
     drag(page, reward, 0.55, 0.7)
     expect(reward).to_have_attribute("data-zoomed", re.compile(r"^\d+$"))
@@ -149,6 +156,19 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
     appended = page.locator("#metrics")
     expect(appended).to_have_attribute("data-appended", re.compile("."), timeout=15_000)
     expect(step_chart).to_have_attribute("data-kept", "yes")
+    # a tab left open keeps a bounded chart: past twice an answer's points a series is thinned
+    # back to them, its highest point kept
+    start = timezone.now().timestamp() + 60
+    burst = {"series": [{"name": "step", "run": 2,
+                         "points": [[start + n, 301 + n, 301.0 + n] for n in range(1100)]}],
+             "checkpoints": [], "spells": [], "runs": [], "restarts": [],
+             "cursor": "2.999999.0.-", "x": "time"}  # fmt: skip
+    page.route(f"**/api/v1/jobs/{job.pk}/series?*after=*",
+               lambda route: route.fulfill(json=burst))  # fmt: skip
+    expect(appended).to_have_attribute("data-appended", "2.999999.0.-", timeout=15_000)
+    page.unroute(f"**/api/v1/jobs/{job.pk}/series?*after=*")
+    kept = step_chart.evaluate("f => f.chart.lines[0].points.map(p => p[2])")
+    assert len(kept) <= 1000 and max(kept) == 1400.0
     for language, width, suffix in (("en", 1400, "en-1400"), ("zh-hans", 390, "zh-390")):
         page.context.add_cookies([{"name": "django_language", "value": language, "url": base}])
         page.set_viewport_size({"width": width, "height": 900})
@@ -156,5 +176,26 @@ def test_it_draws_zooms_and_compares_runs_in_both_languages(
         expect(page.locator("#metrics")).to_have_attribute("data-drawn", "5")
         legend = page.locator('figure[data-series="rollout/reward"] .u-legend').inner_text()
         assert "ppo-curves \u00b7" in legend and "ppo-curves-lr2 \u00b7" in legend
+        # the marks of every Job and run compared, each naming its Job and run
+        events = page.locator(".metrics-events li").all_text_contents()
+        for who in ("ppo-curves \u00b7 ", "ppo-curves-lr2 \u00b7 "):
+            assert any(text.startswith(who) and "\u25c6" in text for text in events)
+            assert any(text.startswith(who) and "\u21bb" in text for text in events)
+        assert sum("\u25c6" in text for text in events) == 1 + 2 + 2  # run 1, run 2, the clone
+        page.locator(".metrics-events summary").click()
         page.screenshot(path=str(screenshots / f"metrics-compare-{suffix}.png"), full_page=True)
+    # a click on a legend entry hides that series
+    reward = page.locator('figure[data-series="rollout/reward"]')
+    reward.locator(".u-legend .u-series").nth(1).click()
+    expect(reward.locator(".u-legend .u-series").nth(1)).to_have_class(re.compile("u-off"))
+    assert reward.evaluate("f => f.chart.plot.series.map(s => s.show)") == [True, False, True, True]
+    # a compared Job that is live is asked for what is new too
+    say(clone, 1, timezone.now(), f"{clone.pk}-1-b", {"kind": "progress", "step": 260})
+    expect(page.locator("#metrics")).to_have_attribute("data-appended", re.compile("."),
+                                                       timeout=15_000)  # fmt: skip
+    last = page.locator('figure[data-series="step"]').evaluate(
+        "f => f.chart.lines.filter(l => l.label.startsWith('ppo-curves-lr2'))"
+        ".map(l => l.points[l.points.length - 1][1])"
+    )
+    assert last == [260]
     assert errors == []

@@ -4,6 +4,9 @@ min/max per bucket, pure, tried on plain lists."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+
+import pytest
 
 from jobs.downsample import OVERVIEW_BUCKETS, Axis, Overview, Point, downsample, in_range, thin_rows
 
@@ -106,3 +109,43 @@ def test_it_keeps_the_global_min_and_max_in_a_run_overview_folded_in_passes() ->
     for bucket, (lowest, highest) in overview.series["reward"].items():
         inside = [p.value for p in points if int(p.t // overview.width) == bucket]
         assert (lowest.value, highest.value) == (min(inside), max(inside))
+
+
+def test_an_overview_gives_the_time_span_of_a_step_range_even_when_the_steps_went_back() -> None:
+    """A zoom on the step axis reads the stored rows of a time span (jobs.series): every point
+    whose step lies in the range is inside the span the overview gives, also when the run went
+    back to a checkpoint and passed the same steps twice; a range no step reached has none."""
+    steps = [*range(0, 6000), *range(4000, 9000)]  # back from 5999 to 4000 at a restart
+    points = [Point(T0 + 2 * n, step, float(step)) for n, step in enumerate(steps)]
+    overview = Overview()
+    overview.fit(points[0].t, points[-1].t)
+    for point in points:
+        overview.add(point.t, point.step, {"step": point.value})
+    for low, high in ((4500, 4600), (100, 200), (8990, None), (None, 10)):
+        span = overview.span("step", low, high)
+        assert span is not None
+        inside = [p.t for p in in_range(points, Axis.STEP, low, high)]
+        assert span[0] <= min(inside) and max(inside) < span[1]
+    narrow = overview.span("step", 100, 200)
+    assert narrow is not None and narrow[1] - narrow[0] < 0.05 * (points[-1].t - points[0].t)
+    assert overview.span("step", 9001, 9500) is None
+
+
+@pytest.mark.parametrize("reported", [lambda n: n % 5 == 0, lambda n: n < 10 or n >= 9_000])
+def test_thinning_keeps_2000_points_of_a_sparse_series_and_of_a_bunched_one(
+    reported: Callable[[int], bool],
+) -> None:
+    """Points per series, not rows: a series in every 5th row, or one whose points come in a
+    burst after a long gap, keeps min(its points, 2,000) beside the dense ones, the rows
+    within the limit."""
+    chance = random.Random(9)
+    rows: list[tuple[float, dict[str, float]]] = []
+    for n in range(12_000):
+        values = {"step": float(n), "loss": chance.random()}
+        if reported(n):
+            values["sparse"] = chance.random()
+        rows.append((T0 + 7.2 * n, values))
+    kept = thin_rows(rows, 4000)
+    assert len(kept) <= 4000
+    for name in ("step", "loss", "sparse"):
+        assert sum(1 for index in kept if name in rows[index][1]) >= 2000

@@ -92,3 +92,16 @@ def test_operation_ids_are_the_ones_the_api_was_published_with(db: None) -> None
         "GET /api/v1/channels": "list_channels",
         "GET /api/v1/usage": "usage_report",
     }.items() <= ids.items()
+
+
+def test_the_series_endpoint_is_described_too(db: None) -> None:
+    """docs/api.md: /api/v1/openapi.json describes the API under /api/v1/, the series endpoint
+    (a plain view, not one of ninja's operations) included, with its query and its answers."""
+    document = Client().get("/api/v1/openapi.json").json()
+    operation = document["paths"]["/api/v1/jobs/{job_id}/series"]["get"]
+    names = [parameter["name"] for parameter in operation["parameters"]]
+    assert names == ["job_id", "names", "run", "from", "to", "x", "points", "after"]
+    assert set(operation["responses"]) == {"200", "204", "401", "404", "422"}
+    answer = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert set(answer["required"]) == {"series", "checkpoints", "spells", "runs", "restarts",
+                                       "cursor", "x"}  # fmt: skip

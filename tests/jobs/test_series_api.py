@@ -161,7 +161,16 @@ def test_it_overlays_every_run_with_run_all(job: Job, alice: User) -> None:
 
 
 @pytest.mark.parametrize(
-    "params", [{"x": "pixels"}, {"from": "soon"}, {"points": "0"}, {"run": "nan"}, {"to": "nan"}]
+    "params",
+    [
+        {"x": "pixels"},
+        {"from": "soon"},
+        {"points": "0"},
+        {"run": "nan"},
+        {"to": "nan"},
+        {"from": "9000000000000000"},
+        {"to": "-9000000000000000"},
+    ],
 )
 def test_it_refuses_a_query_it_cannot_answer(job: Job, alice: User, params: Any) -> None:
     response = get(job.pk, alice, **params)

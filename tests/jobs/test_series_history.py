@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ from django.core.cache import cache
 from django.test import Client
 
 from console.models import Cluster
+from jobs import series
 from jobs.choices import JobPhase, WorkloadState
+from jobs.downsample import Axis
 from jobs.models import Job, SeriesOverview, Signal, WorkloadSpell
 from jobs.workload import intake
 from jobs.workload.intake import BATCH
@@ -63,6 +66,33 @@ def test_it_compacts_a_finished_run_to_at_least_2000_points_of_every_series(job:
     assert min(steps) == 0 and max(steps) == 11_999
 
 
+def test_a_metric_reported_in_every_fifth_message_keeps_2000_points(job: Job) -> None:
+    """Compaction counts points per series, not rows: of 12,000 messages, 30 noisy metrics in
+    each, `eval/score` in every 5th (2,400 points) and `eval/rare` in every 50th (240): after
+    compaction each still has at least 2,000 points, or all of them, spread over the run, and
+    the rows stay within the bound."""
+    chance = random.Random(12)
+    rows = []
+    for n in range(12_000):
+        metrics = {f"train/m{k}": chance.random() for k in range(30)}
+        if n % 5 == 0:
+            metrics["eval/score"] = chance.random()
+        if n % 50 == 0:
+            metrics["eval/rare"] = chance.random()
+        at = T0 + timedelta(seconds=7.2 * n)
+        rows.append(Signal(job=job, run=1, pod=POD, uid=UID, seq=n, kind="progress", at=at,
+                           received_at=at, data={"step": n, "metrics": metrics}))  # fmt: skip
+    Signal.objects.bulk_create(rows, batch_size=2000)
+    intake.compact(job.pk, 1, T0 + timedelta(days=30))
+    kept = list(Signal.objects.filter(job=job, kind="progress").values_list("data", flat=True))
+    assert len(kept) <= 4000
+    scores = sorted(data["step"] for data in kept if "eval/score" in data["metrics"])
+    assert len(scores) >= 2000 and scores[0] == 0 and scores[-1] == 11_995
+    assert max(b - a for a, b in pairwise(scores)) <= 20  # no hole
+    assert sum(1 for data in kept if "eval/rare" in data["metrics"]) == 240
+    assert all(sum(1 for data in kept if f"train/m{k}" in data["metrics"]) >= 2000 for k in (0, 29))
+
+
 def progress_rows(job: Job, steps: range, spikes: dict[int, dict[str, float]]) -> None:
     chance = random.Random(steps.start)
     rows = []
@@ -104,6 +134,31 @@ def test_it_answers_the_whole_run_from_its_overview_with_the_global_min_and_max(
     )
     reward = next(s for s in zoomed.json()["series"] if s["name"] == "rollout/reward")
     assert len(reward["points"]) == 61 and max(p[2] for p in reward["points"]) == 50.0
+
+
+def test_a_zoom_on_the_step_axis_reads_only_the_stored_messages_of_its_range(
+    job: Job, alice: User
+) -> None:
+    """The overview maps the steps asked to a time span (jobs.downsample.Overview.span), so a
+    step range is read from its own rows, not from every stored message of the run; the
+    messages stored since the last compaction are found too."""
+    progress_rows(job, range(3000), {2222: {"rollout/reward": 50.0}})
+    intake.compact(job.pk, 1, T0 + timedelta(days=3))
+    progress_rows(job, range(3000, 3100), {3050: {"rollout/reward": 99.0}})
+    client = Client()
+    client.force_login(alice)
+
+    def reward(start: int, end: int) -> list[list[Any]]:
+        params = {"x": "step", "from": str(start), "to": str(end), "names": "rollout/reward"}
+        answer = client.get(f"/api/v1/jobs/{job.pk}/series", params).json()
+        return list(answer["series"][0]["points"])
+
+    zoomed = reward(2200, 2260)
+    assert [p[1] for p in zoomed] == list(range(2200, 2261)) and max(p[2] for p in zoomed) == 50.0
+    assert [p[1] for p in reward(3040, 3060)] == list(range(3040, 3061))
+    query = series.Query(start=2200, end=2260, axis=Axis.STEP)
+    read = Signal.objects.filter(job=job).filter(series._step_window(job, [1], query))
+    assert 61 <= read.count() <= 200  # of 3,100 stored
 
 
 def say(job: Job, at: datetime, *messages: dict[str, Any]) -> None:

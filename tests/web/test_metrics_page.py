@@ -43,9 +43,8 @@ def test_it_follows_job_access_and_sits_beside_status_and_logs(
     status = page(alice, f"/jobs/{job.pk}/").content.decode()
     assert f'href="/jobs/{job.pk}/metrics/" id="metrics-tab"' in status
     setup = setup_of(page(alice, path))
-    assert setup["sources"] == [
-        {"job": job.pk, "name": "ppo", "url": f"/api/v1/jobs/{job.pk}/series", "run": ""}
-    ]
+    url = f"/api/v1/jobs/{job.pk}/series"
+    assert setup["sources"] == [{"job": job.pk, "name": "ppo", "url": url, "run": "", "live": True}]
 
 
 def test_a_comparison_names_only_jobs_the_reader_may_see(
@@ -63,3 +62,26 @@ def test_a_comparison_names_only_jobs_the_reader_may_see(
     assert "secret" not in response.content.decode()
     offered = page(alice, f"/jobs/{job.pk}/metrics/").content.decode()
     assert f'name="compare" value="{clone.pk}"' in offered
+
+
+def test_the_form_compares_every_ticked_and_typed_job(
+    alice: User, project: Project, cluster: Cluster
+) -> None:
+    """The clone checkboxes and the box for other ids are all named `compare`: a ticked clone
+    with the box left empty compares the clone, and a ticked clone plus typed ids compares
+    each of them once, at most five."""
+    job = make_job(alice, project, cluster, "ppo")
+    clone = make_job(alice, project, cluster, "ppo-lr2", cloned_from=job)
+    others = [make_job(alice, project, cluster, f"other-{n}") for n in range(6)]
+    base = f"/jobs/{job.pk}/metrics/"
+    ticked = setup_of(page(alice, f"{base}?compare={clone.pk}&compare="))
+    assert [s["name"] for s in ticked["sources"]] == ["ppo", "ppo-lr2"]
+    typed = ",".join(str(other.pk) for other in others[:2])
+    both = setup_of(page(alice, f"{base}?compare={clone.pk}&compare={typed},{clone.pk}"))
+    assert [s["name"] for s in both["sources"]] == ["ppo", "ppo-lr2", "other-0", "other-1"]
+    many = ",".join(str(other.pk) for other in others)
+    capped = setup_of(page(alice, f"{base}?compare={clone.pk}&compare={many}"))
+    compared = [s["name"] for s in capped["sources"]][1:]
+    assert compared == ["ppo-lr2", "other-0", "other-1", "other-2", "other-3"]
+    offered = page(alice, f"{base}?compare={clone.pk}&compare=").content.decode()
+    assert f'name="compare" value="{clone.pk}" checked' in offered

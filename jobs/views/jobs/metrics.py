@@ -23,6 +23,7 @@ from jobs.access import get_job_for_user, jobs_for
 from jobs.choices import JOB_TERMINAL, JobPhase, WorkloadState
 from jobs.models import Job
 from jobs.pod_logs import reads_logs
+from jobs.series import MAX_POINTS
 
 MAX_COMPARED = 5  # Jobs picked to compare with this one
 AXES = ("time", "since", "step")  # the x axis: time, time since each run started, step
@@ -45,8 +46,8 @@ def job_metrics(request: HttpRequest, pk: int) -> HttpResponse:
         "chart_setup": {
             "sources": sources,
             "axis": axis,
-            "live": job.phase not in JOB_TERMINAL and job.phase != JobPhase.STOPPED,
             "poll_seconds": POLL_SECONDS,
+            "points": MAX_POINTS,
             "words": _words(),
         },
     }
@@ -54,21 +55,25 @@ def job_metrics(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _source(job: Job, every_run: bool) -> dict[str, Any]:
+    """One Job drawn; `live`: its run may still report (the tab asks it for what is new)."""
     return {
         "job": job.pk,
         "name": job.name,
         "url": reverse("api-job-series", args=[job.pk]),
         "run": "all" if every_run else "",
+        "live": job.phase not in JOB_TERMINAL and job.phase != JobPhase.STOPPED,
     }
 
 
 def _compared(request: HttpRequest, job: Job) -> list[Job]:
-    """The Jobs named in `compare` (ids, comma-separated) that the reader may see, at most
-    MAX_COMPARED, in the order named; this Job itself is not compared with itself."""
+    """The Jobs named in `compare` that the reader may see, at most MAX_COMPARED, in the order
+    named; this Job itself is not compared with itself. The form sends `compare` once per
+    ticked Job and once for the typed ids (comma-separated, maybe empty): every value counts."""
     wanted = []
-    for text in request.GET.get("compare", "").split(","):
-        if text.strip().isdigit() and int(text) != job.pk and int(text) not in wanted:
-            wanted.append(int(text))
+    for value in request.GET.getlist("compare"):
+        for text in value.split(","):
+            if text.strip().isdigit() and int(text) != job.pk and int(text) not in wanted:
+                wanted.append(int(text))
     found = {other.pk: other for other in jobs_for(request.user).filter(pk__in=wanted[:50])}
     return [found[pk] for pk in wanted if pk in found][:MAX_COMPARED]
 
