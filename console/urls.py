@@ -4,7 +4,7 @@ from django.urls import include, path
 from console import api_platform  # noqa: F401 (the operators' endpoints on `api`)
 from console.views.login import login
 from jobs.api import api
-from jobs.series_api import job_series
+from jobs.api.series import job_series
 from notify import api as notify_api  # noqa: F401 (/channels and /subscriptions on `api`)
 from usage import api as usage_api  # noqa: F401 (/usage and /usage.csv on `api`)
 

@@ -265,11 +265,6 @@ def test_the_workloads_word_is_one_package() -> None:
     assert modules["jobs.workload"].name == "__init__.py"
 
 
-# jobs/series_api.py answers GET /api/v1/jobs/{id}/series; it is to move into jobs/api/ with the
-# other Job resources (issue 31, item 9), and is the one module allowed outside until then.
-API_OUTSIDE_ITS_PACKAGE = {"jobs.series_api"}
-
-
 def test_the_job_api_is_one_package_by_resource() -> None:
     """`jobs/api.py` split by resource (issue 31, item 9) does not come back, and no module of
     the `jobs` app outside `jobs/api/` uses the API's parts (its object, auth, errors): an
@@ -283,7 +278,7 @@ def test_the_job_api_is_one_package_by_resource() -> None:
         if _in(name, "jobs") and not _in(name, "jobs.api")
         and any(_in(target, "jobs.api") for target in targets)
     }  # fmt: skip
-    assert outside == API_OUTSIDE_ITS_PACKAGE
+    assert outside == set()
 
 
 def test_the_engines_row_names_are_the_engines_alone() -> None:

@@ -1,6 +1,6 @@
 """The series endpoint's entry in the OpenAPI document (docs/api.md, "Series").
 
-`GET /api/v1/jobs/{job_id}/series` is a plain Django view (jobs.series_api: it also accepts the
+`GET /api/v1/jobs/{job_id}/series` is a plain Django view (jobs.api.series: it also accepts the
 console's session), not one of the API object's operations, so ninja does not describe it;
 jobs.api.core adds this entry to the document it builds, so /api/v1/openapi.json describes
 every endpoint under /api/v1/.

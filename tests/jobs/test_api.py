@@ -590,7 +590,7 @@ def test_the_openapi_document_lists_every_endpoint(db: None) -> None:
         "/api/v1/drains/{drain_id}/stop": {"post"},
         "/api/v1/usage": {"get"},
         "/api/v1/usage.csv": {"get"},
-        # The Metrics tab's series (jobs.series_api, issue 35), a plain view described too.
+        # The Metrics tab's series (jobs.api.series, issue 35), a plain view described too.
         "/api/v1/jobs/{job_id}/series": {"get"},
     } == {path: set(methods) for path, methods in document["paths"].items()}
     assert document["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"

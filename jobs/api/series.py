@@ -1,10 +1,11 @@
 """`GET /api/v1/jobs/{id}/series` (issue 35, docs/api.md "Series"): a Job's curves, its
 checkpoints, spells, runs and restarts, read by jobs.series.
 
-Outside jobs/api.py so that file stays the Job resource's; the same token check and the same
-JSON errors (jobs.api's `BearerToken` and `error`), and the same access as the Job: a reader
-who cannot see the Job gets 404, as for `GET /api/v1/jobs/{id}`. A read-only GET, so the
-console's own session is accepted beside a token: the Metrics tab draws from this endpoint.
+A plain view routed in console/urls.py before the API object's catch-all, not one of its
+operations; the same token check and the same JSON errors (`BearerToken`, `error`), and the
+same access as the Job: a reader who cannot see the Job gets 404, as for
+`GET /api/v1/jobs/{id}`. A read-only GET, so the console's own session is accepted beside a
+token: the Metrics tab draws from this endpoint.
 """
 
 from __future__ import annotations
