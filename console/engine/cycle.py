@@ -391,9 +391,9 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         )
         pods = gpu_pods(state, snapshot.pods, reading.changes, now)
         rows += keep_ledger(cluster.pk, pods, _phased(changes) | set(state.operations), now)
-    record_completions(cluster_id, reading.changes)
+    ended = record_completions(cluster_id, reading.changes)
     rows += measure_utilisation(cluster, now)
-    logs_due = tuple(due_after(changes, state))
+    logs_due = (*due_after(changes, state), *ended)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(
         cluster_id, held, reachable=True, message="", last_synced_at=now, last_attempt_at=now,

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.utils import timezone
 
-from console.engine.live_reads import CONTAINERS, LogUnavailable, pod_log
+from console.engine.live_reads import CONTAINERS, LogUnavailable, pod_log, restart_count
 from console.engine.plan import Verb, Write
 from console.engine.rows import JobRow, State
 from console.engine.write import Changes
@@ -105,12 +105,25 @@ def _read(job: Job, pod: KeepPod) -> store.Tail | None:
     try:
         tail = pod_log(
             job.cluster, job.namespace, pod.pod_name, pod.container, max(1000, keep_bytes // 40),
-            keep_bytes, previous=pod.previous, timestamps=True,
+            keep_bytes, previous=pod.previous, timestamps=True, fill=True,
         )  # fmt: skip
     except LogUnavailable as error:
         logger.info("job %s: the log of %s was not kept: %s", job.pk, pod.pod_name, error)
         return None
+    if pod.previous and not _read_the_run_noted(job, pod):
+        logger.info("job %s: run %s of %s/%s was not kept: it restarted again before it was "
+                    "read", job.pk, pod.attempt, pod.pod_name, pod.container)  # fmt: skip
+        return None
     return store.Tail(pod.pod_name, pod.pod_uid, pod.container, pod.attempt, tail.text, tail.cut)
+
+
+def _read_the_run_noted(job: Job, pod: KeepPod) -> bool:
+    """Whether the previous run just read is the one the cycle noted (`pod.attempt`): the
+    kubelet keeps one previous run, so a container that restarted again before the read gave a
+    later run, which must not be stored under this one's number. Restart counts only rise, so a
+    count still `attempt + 1` after the read was that at the read."""
+    now = restart_count(job.cluster, job.namespace, pod.pod_name, pod.pod_uid, pod.container)
+    return now == pod.attempt + 1
 
 
 def before_removal(job: JobRow, writes: Sequence[Write]) -> None:

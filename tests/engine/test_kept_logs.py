@@ -84,6 +84,24 @@ def test_a_restart_keeps_the_previous_container_and_names_its_cuda_oom(
     assert finding.first_error.startswith("torch.OutOfMemoryError")
 
 
+def test_a_restart_read_after_the_next_restart_is_not_kept_under_the_wrong_run(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """The kubelet keeps one previous run: a task that reads after the container restarted
+    again gets a later run, and says "not kept" for the one noted rather than mislabel it."""
+    crashing = task("worker", command=["sim", "fail", "cuda-oom", "200"])
+    job = submit(alice, cluster, "again", crashing)
+    first = [due for due in _dues_until_restart(cluster, "again-worker-0") if due.pods]
+    sync_until(cluster, lambda: PodInstance.objects.filter(restart_count__gte=2).exists())
+    assert [pod.attempt for pod in first[0].pods] == [0]
+    assert keep(job.pk, first[0].why, first[0].pods) == 0  # run 1 was there to read, not run 0
+    assert not KeptLog.objects.filter(job=job).exists()
+    pod = first[0].pods[0]._replace(attempt=1)  # the next cycle's Due: the run there now
+    assert keep(job.pk, KeptLog.Why.RESTART, [pod]) == 1
+    assert KeptLog.objects.get(job=job).attempt == 1
+
+
 def test_a_stop_keeps_every_container_before_it_scales_down(
     alice: User,
     cluster: Cluster,  # noqa: F811
@@ -248,3 +266,22 @@ def test_the_demos_failing_jobs_are_named_by_the_engine(
             keep(due.job_id, due.why, due.pods)
     for name, code in wanted.items():
         assert Finding.objects.get(job=jobs[name]).code == code
+
+
+def test_a_completion_read_from_the_termination_message_keeps_the_logs(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34, item 1: "the workload reports completion or failure" whichever way it reports
+    it; a completion read from /dev/termination-log keeps the logs as a posted one does."""
+    said = '{"trainyard": "completion", "outcome": "failed", "reason": "NaNLoss"}'
+    job = submit(alice, cluster, "nan", task("head", command=["sim", "crash", "5", "3", said]))
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while not any(due.why == KeptLog.Why.COMPLETION for due in dues):
+        assert time.monotonic() < deadline, "the completion never called for its logs"
+        dues += sync_cluster(cluster.pk).logs_due
+    (ended,) = [due for due in dues if due.why == KeptLog.Why.COMPLETION]
+    assert (ended.job_id, ended.pods) == (job.pk, ())
+    assert keep(ended.job_id, ended.why, ended.pods) == 1
+    assert KeptLog.objects.get(job=job).why == "completion"
