@@ -424,6 +424,9 @@ TRAINYARD_PUBLIC_URL = public_url(env("TRAINYARD_PUBLIC_URL"), DEBUG)
 # Notifications (docs/notifications.md): the networks their requests may reach although private,
 # and the mail server of the e-mail channels.
 TRAINYARD_NOTIFY_ALLOWED_NETWORKS = notify_networks(env("TRAINYARD_NOTIFY_ALLOWED_NETWORKS"))
+# How long a job.failed message waits for the run's failure to be judged from the logs kept
+# when it turned Failed (console.engine.keep_logs), so that it names it; then it goes without.
+TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS = env_int("TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS", 60)
 TRAINYARD_EMAIL_URL = env("TRAINYARD_EMAIL_URL")
 TRAINYARD_EMAIL_FROM = env("TRAINYARD_EMAIL_FROM", "trainyard@localhost")
 MAILERS = mailers(TRAINYARD_EMAIL_URL)

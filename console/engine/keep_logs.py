@@ -28,6 +28,7 @@ from failures import judge, store
 from failures.models import KeptLog
 from jobs.choices import JobPhase
 from jobs.models import Job
+from notify.record import failure_judged
 from workers.models import PodInstance
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ def keep(job_id: int, why: str, pods: Sequence[KeepPod] = (), now: datetime | No
     kept = store.save(job, why, tails, now)
     if why in (WHY.RESTART, WHY.FAILED, WHY.COMPLETION) and (kept or why != WHY.RESTART):
         judge.judge(job.pk, now)
+    if why == WHY.FAILED:  # the job.failed message waited for this (notify.record)
+        failure_judged(job.pk, job.run, now)
     return len(kept)
 
 
