@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from django.core.files.base import ContentFile
 from django.utils import timezone
 
 from console.demo import DEMO_JOBS
@@ -22,7 +24,7 @@ from console.engine.cycle import sync_cluster
 from console.engine.keep_logs import Due, keep
 from console.engine.one_job import reconcile_job
 from console.kube.gateway import STATEFULSETS
-from console.models import Cluster
+from console.models import Cluster, Project
 from failures import store
 from failures.models import Finding, KeptLog
 from jobs import operations
@@ -119,6 +121,23 @@ def test_a_stop_keeps_every_container_before_it_scales_down(
     ]
     assert all("[sim] sim run 3600" in store.read(k) for k in kept)
     scaled = gateway(cluster).get(STATEFULSETS, job.namespace, "longrun-worker")
+    assert scaled is not None and scaled["spec"]["replicas"] == 0
+
+
+def test_the_reads_before_a_stop_are_bounded_in_time(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No read starts once REMOVAL_READ_SECONDS are spent: the stop is applied all the same,
+    and what was not read is "not kept"."""
+    monkeypatch.setattr("console.engine.keep_logs.REMOVAL_READ_SECONDS", -1.0)
+    job = submit(alice, cluster, "late", task("worker", command=["sim", "run", "3600"]))
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    operations.stop_job(alice, job)
+    reconcile_job(job.pk)
+    assert not KeptLog.objects.filter(job=job).exists()
+    scaled = gateway(cluster).get(STATEFULSETS, job.namespace, "late-worker")
     assert scaled is not None and scaled["spec"]["replicas"] == 0
 
 
@@ -285,3 +304,18 @@ def test_a_completion_read_from_the_termination_message_keeps_the_logs(
     assert (ended.job_id, ended.pods) == (job.pk, ())
     assert keep(ended.job_id, ended.why, ended.pods) == 1
     assert KeptLog.objects.get(job=job).why == "completion"
+
+
+def test_a_deleted_projects_kept_logs_go_with_it_texts_too(
+    project: Project, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Kept logs of a Job deleted earlier (job empty, kept for the days configured) belong to
+    the project: its deletion takes the rows (cascade) and the stored texts."""
+    name = store.storage().save("9/9/uid/main-0.log.gz", ContentFile(b"x"))
+    KeptLog.objects.create(
+        project=project, job=None, job_name="old", run=1, pod_name="old-0", pod_uid="uid",
+        container="main", attempt=0, why="delete", name=name,
+    )  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        project.delete()
+    assert not KeptLog.objects.exists() and not store.storage().exists(name)
