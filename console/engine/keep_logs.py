@@ -160,6 +160,8 @@ def before_removal(job: JobRow, writes: Sequence[Write]) -> None:
     )
     if not removes:
         return
-    why = WHY.DELETE if job.delete_requested_at is not None else None
-    why = why or (WHY.STOP if job.stopped else WHY.RESUME)
+    if job.delete_requested_at is not None:
+        why = WHY.DELETE
+    else:
+        why = WHY.STOP if job.stopped else WHY.RESUME
     keep(job.pk, why, budget=REMOVAL_READ_SECONDS)
