@@ -522,6 +522,7 @@ class AuditEvent(models.Model):
         MEMBERSHIP_REMOVE = "membership.remove", _("Member removed")
         ROLE_CHANGE = "role.change", _("User's rights changed")
         POLICY_CHANGE = "policy.change", _("Policy changed")
+        KEPT_LOG_READ = "kept_log.read", _("Kept log read")
 
     class AuditResult(models.TextChoices):
         SUCCEEDED = "succeeded", _("Succeeded")

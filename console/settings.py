@@ -7,7 +7,6 @@ any CELERY_* variable as one of its own options.
 import base64
 import binascii
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -425,6 +424,9 @@ TRAINYARD_PUBLIC_URL = public_url(env("TRAINYARD_PUBLIC_URL"), DEBUG)
 # Notifications (docs/notifications.md): the networks their requests may reach although private,
 # and the mail server of the e-mail channels.
 TRAINYARD_NOTIFY_ALLOWED_NETWORKS = notify_networks(env("TRAINYARD_NOTIFY_ALLOWED_NETWORKS"))
+# How long a job.failed message waits for the run's failure to be judged from the logs kept
+# when it turned Failed (console.engine.keep_logs), so that it names it; then it goes without.
+TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS = env_int("TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS", 60)
 TRAINYARD_EMAIL_URL = env("TRAINYARD_EMAIL_URL")
 TRAINYARD_EMAIL_FROM = env("TRAINYARD_EMAIL_FROM", "trainyard@localhost")
 MAILERS = mailers(TRAINYARD_EMAIL_URL)
@@ -476,13 +478,38 @@ TRAINYARD_LOG_KEEP_KIB = env_int("TRAINYARD_LOG_KEEP_KIB", 1024, minimum=1)
 TRAINYARD_LOG_KEEP_DAYS = env_int("TRAINYARD_LOG_KEEP_DAYS", 30, minimum=1)
 TRAINYARD_LOG_KEEP_PROJECT_MIB = env_int("TRAINYARD_LOG_KEEP_PROJECT_MIB", 1024, minimum=1)
 TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS = env_int("TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS", 0)
-# Where they are kept: a directory by default; any Django storage backend (django-storages' S3
-# for object storage) with TRAINYARD_LOG_STORAGE_BACKEND and its options as JSON.
-KEPT_LOGS_STORAGE = {
-    "BACKEND": env("TRAINYARD_LOG_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
-    "OPTIONS": json.loads(env("TRAINYARD_LOG_STORAGE_OPTIONS", "null"))
-    or {"location": str(VAR_DIR / "kept-logs")},
-}
+
+
+def kept_logs_storage(var_dir: Path) -> dict[str, Any]:
+    """Where kept logs are stored (TRAINYARD_LOG_STORAGE): a directory under TRAINYARD_VAR_DIR
+    (`make run`, CI: one machine), or an S3-compatible bucket (production: every web and worker
+    pod reads what any of them wrote, and it outlives them), through django-storages. The
+    credentials may come from files (a Secret); left out, boto3 finds its own (a role)."""
+    if env_choice("TRAINYARD_LOG_STORAGE", "filesystem", ("filesystem", "s3")) == "filesystem":
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(var_dir / "kept-logs")},
+        }
+    bucket = env("TRAINYARD_LOG_S3_BUCKET")
+    if not bucket:
+        raise ConfigError("TRAINYARD_LOG_STORAGE=s3 needs TRAINYARD_LOG_S3_BUCKET, a bucket name")
+    options = {
+        "bucket_name": bucket,
+        "location": env("TRAINYARD_LOG_S3_PREFIX", "kept-logs"),
+        "endpoint_url": env("TRAINYARD_LOG_S3_ENDPOINT_URL") or None,
+        "region_name": env("TRAINYARD_LOG_S3_REGION") or None,
+        "addressing_style": env_choice(
+            "TRAINYARD_LOG_S3_ADDRESSING_STYLE", "auto", ("auto", "path", "virtual")
+        ),
+        "access_key": env("TRAINYARD_LOG_S3_ACCESS_KEY_ID") or None,
+        "secret_key": env("TRAINYARD_LOG_S3_SECRET_ACCESS_KEY") or None,
+        "default_acl": None,  # the bucket's own: private
+        "file_overwrite": True,  # failures.store names each run's text itself
+    }
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+
+
+KEPT_LOGS_STORAGE = kept_logs_storage(VAR_DIR)
 
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {

@@ -2,7 +2,9 @@
 is saved and tried on a pasted log (the test box: the lines it matches are shown after saving;
 a new signature starts disabled, so a pattern is tried before it judges any run, then enabled);
 the kept logs and the findings read-only, as the engine wrote them. Kept logs are diagnostics,
-so each page here is for operators (jobs.access.is_operator) who are also staff."""
+so each page here is for operators (jobs.access.is_operator) who are also staff. A kept log
+is read here too, shown or downloaded (audited): the only way to one whose Job was deleted
+(TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS keeps it without a Job page)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,16 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from console import audit
+from failures import store
 from failures.models import Finding, KeptLog, Signature
 from jobs.access import is_operator
 from jobs.admin import ReadOnlyAdmin
@@ -158,6 +163,35 @@ class KeptLogAdmin(OperatorsOnly, ReadOnlyAdmin):
     search_fields = ["job_name", "pod_name", "pod_uid"]
     list_select_related = ["project", "job"]
     date_hierarchy = "kept_at"
+    readonly_fields = ["text"]
+
+    @admin.display(description=_("log"))
+    def text(self, kept: KeptLog) -> str:
+        where = reverse("admin:failures_keptlog_text", args=[kept.pk])
+        return format_html('<a href="{}">{}</a> · <a href="{}?download=1">{}</a>', where,
+                           gettext("Read"), where, gettext("Download"))  # fmt: skip
+
+    def get_urls(self) -> list[URLPattern]:
+        read = self.admin_site.admin_view(self.read_text)
+        mine = [path("<int:pk>/text/", read, name="failures_keptlog_text")]
+        return mine + super().get_urls()
+
+    def read_text(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The kept text as stored, shown or (`download=1`) as an attachment, for operators
+        only; each read is in the audit trail, naming the log."""
+        if not is_operator(request.user):
+            raise Http404
+        kept = get_object_or_404(KeptLog, pk=pk)
+        download = request.GET.get("download") == "1"
+        target = f"{kept.job_name}/{kept.pod_name}/{kept.container}#{kept.attempt}"
+        audit.record(audit.Action.KEPT_LOG_READ, request=request, target=target,
+                     detail=f"kept log {kept.pk}{', downloaded' if download else ''}")  # fmt: skip
+        response = HttpResponse(store.read(kept), content_type="text/plain; charset=utf-8")
+        response["X-Content-Type-Options"] = "nosniff"
+        if download:
+            name = f"{kept.job_name}-{kept.pod_name}-{kept.container}-{kept.attempt}.log"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
 
 
 @admin.register(Finding)

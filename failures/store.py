@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
+from django.db import transaction
 from django.db.models import F, Sum, Window
 from django.db.models.functions import Coalesce
 
+from console.models import Project
 from failures.models import KeptLog
 from jobs.models import Job
 from jobs.workload.rlinf_logs import split_stamp
@@ -106,3 +108,17 @@ def forget_job(job_id: int, now: datetime) -> int:
     if days <= 0:
         return remove(list(rows))
     return rows.update(delete_after=Coalesce(F("delete_after"), now + timedelta(days=days)))
+
+
+def forget_project(sender: type[Project], instance: Project, **kwargs: object) -> None:
+    """A project deleted (its kept-log rows go with it, by cascade): their stored texts too,
+    once the delete commits (a delete rolled back keeps them). Connected to Project's
+    `pre_delete` (failures.apps), whatever deletes it: the admin, a shell, a script."""
+    names = list(KeptLog.objects.filter(project=instance).values_list("name", flat=True))
+    if names:
+        transaction.on_commit(lambda: _delete_texts(names), robust=True)
+
+
+def _delete_texts(names: Sequence[str]) -> None:
+    for name in names:
+        storage().delete(name)

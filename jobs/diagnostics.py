@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest
+from django.utils.translation import gettext
 
 from jobs.access import User, is_operator, project_ids
 from jobs.messages import carries_diagnostics
@@ -48,6 +49,13 @@ class Diagnostics:
         """The rows (Jobs, or rows related to them through `project_field`) whose diagnostics
         are shown; use only when `anywhere`."""
         return Q() if self.everywhere else Q(**{f"{project_field}__in": self.projects})
+
+
+def readers() -> str:
+    """Who reads diagnostics, in a few words for a badge: by TRAINYARD_DIAGNOSTICS."""
+    if settings.TRAINYARD_DIAGNOSTICS == MEMBERS:
+        return gettext("operators and project members")
+    return gettext("operators")
 
 
 def diagnostics_for(user: User) -> Diagnostics:

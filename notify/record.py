@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from console.bulk import insert_new
@@ -142,6 +143,33 @@ def _resolved(pks: list[int], now: datetime) -> int:
         return 0
     ending = Condition.objects.filter(pk__in=pks, resolved_at__isnull=True)
     return ending.update(resolved_at=now, next_check_at=now)
+
+
+def hold_for_judgement(job_ids: Collection[int], now: datetime) -> int:
+    """The job.failed occurrences these Jobs just opened wait for their run's failure to be
+    judged (`failure_judged`, once the logs kept when they turned Failed are read:
+    console.engine.keep_logs), or TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS at most, so that their
+    message names it. Called in the transaction that opened them, so the notify worker never
+    sees one before it is held; one written already (`next_check_at` cleared) stays so."""
+    if not job_ids:
+        return 0
+    wait = timedelta(seconds=settings.TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS)
+    opened = Condition.objects.filter(
+        job_id__in=job_ids, event=Event.JOB_FAILED, next_check_at__lte=now
+    )
+    return opened.update(next_check_at=now + wait)
+
+
+def failure_judged(job_id: int, run: int, now: datetime) -> int:
+    """The run's failure was judged: its held job.failed occurrence is due now, and its
+    message (notify.facts) names what was found, or nothing if nothing was."""
+    held = Condition.objects.filter(
+        job_id=job_id, run=run, event=Event.JOB_FAILED, next_check_at__gt=now
+    )
+    released = held.update(next_check_at=now)
+    if released:
+        transaction.on_commit(_drain_soon)
+    return released
 
 
 # The moment of a watch marked due at once: before any cycle's, whatever the clocks say.

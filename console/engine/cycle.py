@@ -58,7 +58,7 @@ from console.engine.derive import (
     gpu_pods,
 )
 from console.engine.gateways import gateway_for
-from console.engine.keep_logs import Due, before_removal, due_after
+from console.engine.keep_logs import WHY, Due, before_removal, due_after
 from console.engine.memory import Snapshot, Touched
 from console.engine.observe import Change, Reading, relist_all, watch_all
 from console.engine.plan import JobObjects, group_by_job, plan
@@ -80,6 +80,7 @@ from console.models import Cluster, ObservedObject
 from failures.judge import REASONS as POD_REASONS
 from jobs.messages import encode
 from notify import record as notify_record
+from notify.record import hold_for_judgement
 from notify.watch import after_cycle as notify_after_cycle
 from usage import ledger, utilisation
 
@@ -407,11 +408,13 @@ def _cycle(cluster_id: int, lease: datetime, now: datetime, started: Started) ->
         rows += notify_after_cycle(
             cluster, _phased(changes), _addon_phases(changes), now, changes.touched_jobs
         )
+        due = due_after(changes, state)
+        rows += hold_for_judgement([d.job_id for d in due if d.why == WHY.FAILED], now)
         pods = gpu_pods(state, snapshot.pods, reading.changes, now)
         rows += keep_ledger(cluster.pk, pods, _phased(changes) | set(state.operations), now)
-    record_completions(cluster_id, reading.changes)
+    ended = record_completions(cluster_id, reading.changes)
     rows += measure_utilisation(cluster, now)
-    logs_due = tuple(due_after(changes, state))
+    logs_due = (*due, *ended)
     judge_due = failing_pods(changes, state)
     relisted_at = now if reading.relisted else cluster.relisted_at
     finish(

@@ -13,7 +13,7 @@ from django.utils.dateparse import parse_datetime
 from console import kubeconfig
 from console.engine.apply import unreachable_reason
 from console.engine.gateways import gateway_for
-from console.kube.gateway import ClusterUnreachable, Gateway
+from console.kube.gateway import PODS, ApplyError, ClusterUnreachable, Gateway
 from console.kube.manifests import CONTAINER
 from console.models import Cluster
 from jobs.messages import Message
@@ -61,30 +61,47 @@ class LogUnavailable(Exception):
         return bool(self.detail)
 
 
-# How many times a read asks again with fewer lines before it keeps what it has.
+# How many times a read asks again (with fewer lines, or with more to fill the cap) before it
+# keeps what it has.
 MAX_ASKS = 6
 
 
 def pod_log(
     cluster: Cluster, namespace: str, pod: str, container: str, tail_lines: int,
-    limit_bytes: int, previous: bool = False, timestamps: bool = False,
+    limit_bytes: int, previous: bool = False, timestamps: bool = False, fill: bool = False,
 ) -> LogTail:  # fmt: skip
     """The last `tail_lines` lines of a container's log that fit in `limit_bytes`, the newest
-    always kept. Raises LogUnavailable.
+    always kept. `cut` when older lines were left out to stay within `limit_bytes`. With
+    `fill` (a log kept: its last `limit_bytes`, however short its lines), `tail_lines` is only
+    the first ask, and `cut` whenever older lines may have been left out: the answer has as
+    many lines as asked, or its start was cut. Raises LogUnavailable.
 
     The API server counts `limitBytes` from where `tailLines` starts and stops there, so an
     answer that fills it has lost its *newest* lines (and may end mid-line; KUBERNETES-FACTS.md,
     Pod logs). So the cap asked for is twice ours, an answer that fills it is asked again with
     as many lines as fitted, scaled down, and the start of a whole answer is cut here to
-    `limit_bytes` at a line boundary."""
-    gateway, lines, asked = _gateway(cluster), tail_lines, 2 * limit_bytes
-    for _ in range(MAX_ASKS):
-        text = _read(gateway, namespace, pod, container, lines, asked, previous, timestamps)
-        if len(text.encode()) < asked or lines == 1:
+    `limit_bytes` at a line boundary. With `fill`, an answer that has every line asked for and
+    room left under `limit_bytes` is asked again with more, scaled up to the room."""
+    gateway, lines = _gateway(cluster), tail_lines
+    for ask in range(MAX_ASKS):
+        text = _read(gateway, namespace, pod, container, lines, 2 * limit_bytes, previous,
+                     timestamps)  # fmt: skip
+        again = _again(text, lines, limit_bytes, fill) if ask < MAX_ASKS - 1 else None
+        if again is None:
             break
-        fitted = text.count("\n")  # whole lines within the cap
-        lines = max(1, min(lines - 1, fitted * limit_bytes // asked))
-    return _newest(text, limit_bytes, cut=lines < tail_lines)
+        lines = again
+    full = len(text.splitlines()) >= lines if fill else lines < tail_lines
+    return _newest(text, limit_bytes, cut=full)
+
+
+def _again(text: str, lines: int, limit_bytes: int, fill: bool) -> int | None:
+    """The lines to ask for next, or None to keep this answer."""
+    size = len(text.encode())
+    if size >= 2 * limit_bytes and lines > 1:  # the newest lines were dropped: fewer
+        return max(1, min(lines - 1, text.count("\n") // 2))
+    if fill and len(text.splitlines()) >= lines and size < limit_bytes:  # room: more
+        return max(lines + 1, lines * limit_bytes * 5 // (size * 4))
+    return None
 
 
 def _gateway(cluster: Cluster) -> Gateway:
@@ -111,6 +128,23 @@ def _newest(text: str, limit_bytes: int, cut: bool) -> LogTail:
         return LogTail(text, cut)
     start = data.find(b"\n", len(data) - limit_bytes - 1) + 1
     return LogTail(data[start or len(data) - limit_bytes :].decode(errors="replace"), True)
+
+
+def restart_count(
+    cluster: Cluster, namespace: str, pod: str, uid: str, container: str
+) -> int | None:
+    """The container's restart count as the API server has it now; None when it cannot say
+    (the pod is gone, another pod took its name, the cluster did not answer)."""
+    try:
+        found = _gateway(cluster).get(PODS, namespace, pod)
+    except (ApplyError, ClusterUnreachable, LogUnavailable):
+        return None
+    if not found or (found.get("metadata") or {}).get("uid") != uid:
+        return None
+    for status in (found.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") == container:
+            return int(status.get("restartCount") or 0)
+    return None
 
 
 def pod_events(cluster: Cluster, namespace: str, pod: str) -> list[PodEvent]:

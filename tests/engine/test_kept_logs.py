@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from django.core.files.base import ContentFile
 from django.test import Client
 from django.utils import timezone
 
@@ -23,7 +25,7 @@ from console.engine.cycle import sync_cluster
 from console.engine.keep_logs import Due, keep
 from console.engine.one_job import reconcile_job
 from console.kube.gateway import BATCH_JOBS, PODS, STATEFULSETS
-from console.models import ApiToken, Cluster
+from console.models import ApiToken, Cluster, Project
 from failures import store
 from failures.judge import judge
 from failures.models import Finding, KeptLog
@@ -87,6 +89,24 @@ def test_a_restart_keeps_the_previous_container_and_names_its_cuda_oom(
     assert finding.first_error.startswith("torch.OutOfMemoryError")
 
 
+def test_a_restart_read_after_the_next_restart_is_not_kept_under_the_wrong_run(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """The kubelet keeps one previous run: a task that reads after the container restarted
+    again gets a later run, and says "not kept" for the one noted rather than mislabel it."""
+    crashing = task("worker", command=["sim", "fail", "cuda-oom", "200"])
+    job = submit(alice, cluster, "again", crashing)
+    first = [due for due in _dues_until_restart(cluster, "again-worker-0") if due.pods]
+    sync_until(cluster, lambda: PodInstance.objects.filter(restart_count__gte=2).exists())
+    assert [pod.attempt for pod in first[0].pods] == [0]
+    assert keep(job.pk, first[0].why, first[0].pods) == 0  # run 1 was there to read, not run 0
+    assert not KeptLog.objects.filter(job=job).exists()
+    pod = first[0].pods[0]._replace(attempt=1)  # the next cycle's Due: the run there now
+    assert keep(job.pk, KeptLog.Why.RESTART, [pod]) == 1
+    assert KeptLog.objects.get(job=job).attempt == 1
+
+
 def test_a_stop_keeps_every_container_before_it_scales_down(
     alice: User,
     cluster: Cluster,  # noqa: F811
@@ -104,6 +124,23 @@ def test_a_stop_keeps_every_container_before_it_scales_down(
     ]
     assert all("[sim] sim run 3600" in store.read(k) for k in kept)
     scaled = gateway(cluster).get(STATEFULSETS, job.namespace, "longrun-worker")
+    assert scaled is not None and scaled["spec"]["replicas"] == 0
+
+
+def test_the_reads_before_a_stop_are_bounded_in_time(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No read starts once REMOVAL_READ_SECONDS are spent: the stop is applied all the same,
+    and what was not read is "not kept"."""
+    monkeypatch.setattr("console.engine.keep_logs.REMOVAL_READ_SECONDS", -1.0)
+    job = submit(alice, cluster, "late", task("worker", command=["sim", "run", "3600"]))
+    sync_until(cluster, lambda: Worker.objects.filter(task__job=job, phase="Running").exists())
+    operations.stop_job(alice, job)
+    reconcile_job(job.pk)
+    assert not KeptLog.objects.filter(job=job).exists()
+    scaled = gateway(cluster).get(STATEFULSETS, job.namespace, "late-worker")
     assert scaled is not None and scaled["spec"]["replicas"] == 0
 
 
@@ -376,3 +413,37 @@ def test_a_batch_job_past_its_deadline_is_named_deadline_exceeded(
     keep(job.pk, failed.why, failed.pods)
     finding = Finding.objects.get(job=job)
     assert (finding.code, finding.pod_name) == ("deadline", "late-trainer")
+
+
+def test_a_completion_read_from_the_termination_message_keeps_the_logs(
+    alice: User,
+    cluster: Cluster,  # noqa: F811
+) -> None:
+    """Issue 34, item 1: "the workload reports completion or failure" whichever way it reports
+    it; a completion read from /dev/termination-log keeps the logs as a posted one does."""
+    said = '{"trainyard": "completion", "outcome": "failed", "reason": "NaNLoss"}'
+    job = submit(alice, cluster, "nan", task("head", command=["sim", "crash", "5", "3", said]))
+    dues: list[Due] = []
+    deadline = time.monotonic() + TIMEOUT
+    while not any(due.why == KeptLog.Why.COMPLETION for due in dues):
+        assert time.monotonic() < deadline, "the completion never called for its logs"
+        dues += sync_cluster(cluster.pk).logs_due
+    (ended,) = [due for due in dues if due.why == KeptLog.Why.COMPLETION]
+    assert (ended.job_id, ended.pods) == (job.pk, ())
+    assert keep(ended.job_id, ended.why, ended.pods) == 1
+    assert KeptLog.objects.get(job=job).why == "completion"
+
+
+def test_a_deleted_projects_kept_logs_go_with_it_texts_too(
+    project: Project, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Kept logs of a Job deleted earlier (job empty, kept for the days configured) belong to
+    the project: its deletion takes the rows (cascade) and the stored texts."""
+    name = store.storage().save("9/9/uid/main-0.log.gz", ContentFile(b"x"))
+    KeptLog.objects.create(
+        project=project, job=None, job_name="old", run=1, pod_name="old-0", pod_uid="uid",
+        container="main", attempt=0, why="delete", name=name,
+    )  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        project.delete()
+    assert not KeptLog.objects.exists() and not store.storage().exists(name)

@@ -5,12 +5,15 @@ operators see none of it (kept logs are diagnostics: spec §Pod and Worker statu
 
 from __future__ import annotations
 
+import gzip
 import html
 from typing import Any
 
 from django.contrib.auth.models import Permission, User
+from django.core.files.base import ContentFile
 from django.test import Client
 
+from console.models import AuditEvent
 from failures.models import Finding, KeptLog, Signature
 
 LOG = (
@@ -123,3 +126,55 @@ def test_an_operator_tries_a_pattern_on_a_pasted_log_and_nothing_is_saved(olga: 
 def test_only_operators_may_try_a_pattern(bob: User) -> None:
     assert Client().get("/admin/failures/signature/try/").status_code == 302  # to the login
     assert admin_of(bob).get("/admin/failures/signature/try/").status_code == 403
+
+
+def _kept_of_a_deleted_job(tmp_path: Any, settings: Any, project: Any) -> KeptLog:
+    """A kept log whose Job was deleted (TRAINYARD_LOG_KEEP_AFTER_DELETE_DAYS): no Job page."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from failures import store
+
+    settings.STORAGES = {**settings.STORAGES, "kept_logs": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(tmp_path)},
+    }}  # fmt: skip
+    name = store.storage().save("1/9/uid/main-2.log.gz", ContentFile(gzip.compress(LOG.encode())))
+    return KeptLog.objects.create(
+        project=project, job=None, job_name="grpo", run=1, pod_name="grpo-worker-3",
+        pod_uid="uid", container="main", attempt=2, why="delete", name=name,
+        delete_after=timezone.now() + timedelta(days=7),
+    )  # fmt: skip
+
+
+def test_operators_read_and_download_a_deleted_jobs_kept_log_audited(
+    olga: User, tmp_path: Any, settings: Any, project: Any
+) -> None:
+    kept = _kept_of_a_deleted_job(tmp_path, settings, project)
+    client = admin_of(olga)
+    page = client.get(f"/admin/failures/keptlog/{kept.pk}/change/").content.decode()
+    assert f"/admin/failures/keptlog/{kept.pk}/text/?download=1" in page
+    shown = client.get(f"/admin/failures/keptlog/{kept.pk}/text/")
+    assert shown.status_code == 200 and shown.content.decode() == LOG
+    assert shown["Content-Type"].startswith("text/plain")
+    got = client.get(f"/admin/failures/keptlog/{kept.pk}/text/?download=1")
+    assert got["Content-Disposition"] == 'attachment; filename="grpo-grpo-worker-3-main-2.log"'
+    trail = AuditEvent.objects.filter(action="kept_log.read").order_by("pk")
+    assert [(e.actor, e.target, e.detail) for e in trail] == [
+        (olga, "grpo/grpo-worker-3/main#2", f"kept log {kept.pk}"),
+        (olga, "grpo/grpo-worker-3/main#2", f"kept log {kept.pk}, downloaded"),
+    ]
+
+
+def test_nobody_else_reads_a_kept_log_in_the_admin(
+    bob: User, alice: User, tmp_path: Any, settings: Any, project: Any
+) -> None:
+    kept = _kept_of_a_deleted_job(tmp_path, settings, project)
+    staff = admin_of(bob)  # staff, a member of the project, not an operator
+    assert staff.get(f"/admin/failures/keptlog/{kept.pk}/text/").status_code == 404
+    member = Client()
+    member.force_login(alice)  # not staff: the admin's login page
+    assert member.get(f"/admin/failures/keptlog/{kept.pk}/text/").status_code == 302
+    assert Client().get(f"/admin/failures/keptlog/{kept.pk}/text/").status_code == 302
+    assert not AuditEvent.objects.filter(action="kept_log.read").exists()

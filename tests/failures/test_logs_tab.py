@@ -77,7 +77,8 @@ def test_it_lists_every_run_kept_or_not_for_an_operator(olga: User, job: Job) ->
     assert "Kept logs of earlier runs" in text
     # Restart 1 kept (run 1, because the container restarted); restart 0 was not.
     assert "train-worker-0 main 1 1" in text and "the container restarted" in text
-    assert "train-worker-0 main — 0 — not kept not kept" in text
+    assert "train-worker-0 main not kept 0 — not kept not kept" in text
+    assert "Kept logs of earlier runs operators " in text
     assert (
         f'href="/jobs/{job.pk}/logs/?kept={kept.pk}"'
         in get(olga, f"/jobs/{job.pk}/logs/").content.decode()
@@ -115,6 +116,8 @@ def test_it_gives_members_kept_logs_where_diagnostics_are_open_to_them(
     kept = KeptLog.objects.get()
     assert "CUDA out of memory" in text_of(get(alice, f"/jobs/{job.pk}/logs/?kept={kept.pk}"))
     assert get(alice, f"/jobs/{job.pk}/logs/download/?kept={kept.pk}").content.decode() == TEXT
+    page = text_of(get(alice, f"/jobs/{job.pk}/logs/"))
+    assert "Kept logs of earlier runs operators and project members " in page
 
 
 def test_it_hides_kept_logs_from_outsiders_and_other_jobs(

@@ -5,6 +5,7 @@ messages by the notify worker that its commit starts (notify.record.fan_out), on
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -190,27 +191,61 @@ def test_a_quiet_cycle_reads_once_and_writes_nothing(
         assert after_cycle(cluster, set(), {}, T0) == 0
 
 
-def test_it_notices_a_failed_job_in_the_sync_cycle_that_observes_it(
-    alice: User, sim: Any, tmp_path: Any
-) -> None:
-    """End to end on simcluster: the cycle that writes Failed opens the occurrence with it;
-    the drain its commit starts writes the message."""
+def _failed_on_simcluster(alice: User, sim: Any, tmp_path: Any, name: str) -> tuple[Job, list[Any]]:
+    """A followed Job that fails with an NCCL timeout on simcluster, synced until the cycle
+    wrote Failed; with every Due the cycles noted (the keep_logs tasks the sync task queues)."""
     from console.engine.cycle import sync_cluster
     from tests.conftest import register_sim
-    from tests.engine.conftest import phase_of, submit, sync_until, task
+    from tests.engine.conftest import TIMEOUT, phase_of, submit, task
 
     cluster = register_sim(sim, tmp_path)
     subscribe(alice, channel(alice), Event.JOB_FAILED)
-    bad = submit(
-        alice, cluster, "bad", task("eval", kind="Job", command=["sim", "crash", "5", "3"])
-    )
-    sync_until(cluster, lambda: phase_of(bad) == "Failed")
-    assert Condition.objects.filter(event="job.failed", job=bad).exists()
+    command = ["sim", "fail", "nccl-timeout", "5"]
+    job = submit(alice, cluster, name, task("eval", kind="Job", command=command))
+    dues: list[Any] = []
+    deadline = time.monotonic() + TIMEOUT
+    while phase_of(job) != "Failed":
+        assert time.monotonic() < deadline, "the Job never failed"
+        dues += sync_cluster(cluster.pk).logs_due
+    assert Condition.objects.filter(event="job.failed", job=job).exists()
+    return job, dues
+
+
+def test_it_holds_a_failed_jobs_message_until_its_failure_is_judged(
+    alice: User, sim: Any, tmp_path: Any
+) -> None:
+    """Issue 34 §Build 5, end to end on simcluster with no Finding made in advance: the cycle
+    that writes Failed opens the occurrence, held; the keep_logs task reads the logs and judges
+    the run; then the drain writes the message, and it names the failure."""
+    from console.engine.keep_logs import keep
+    from failures.models import KeptLog
+
+    job, dues = _failed_on_simcluster(alice, sim, tmp_path, "bad")
     fan_out(timezone.now())
-    assert sent("event", "job_id") == [("job.failed", bad.pk)]
-    sync_cluster(cluster.pk)
+    assert sent("event") == []  # the judgement is not done: nothing said yet
+    (failed,) = [due for due in dues if due.why == KeptLog.Why.FAILED]
+    keep(failed.job_id, failed.why, failed.pods)
     fan_out(timezone.now())
+    assert sent("event", "job_id") == [("job.failed", job.pk)]
+    failure = Outbox.objects.get().facts["failure"]
+    assert failure["class"] == "network/collective" and failure["en"]["label"] == "NCCL timeout"
+    fan_out(timezone.now() + timedelta(minutes=5))
     assert Outbox.objects.count() == 1
+
+
+def test_it_sends_a_failed_jobs_message_without_the_failure_once_the_wait_is_over(
+    alice: User, sim: Any, tmp_path: Any, settings: Any
+) -> None:
+    """No judgement came (the keep_logs task was lost): the message goes once
+    TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS passed, saying no failure."""
+    settings.TRAINYARD_NOTIFY_FAILURE_WAIT_SECONDS = 60
+    job, _dues = _failed_on_simcluster(alice, sim, tmp_path, "lost")
+    opened = Condition.objects.get(event="job.failed", job=job).opened_at
+    fan_out(opened + timedelta(seconds=59))
+    assert sent("event") == []
+    fan_out(opened + timedelta(seconds=60))
+    assert sent("event", "job_id") == [("job.failed", job.pk)]
+    assert Outbox.objects.get().facts["failure"] is None
 
 
 def test_it_judges_a_workload_again_only_once_it_may_have_turned(

@@ -172,3 +172,13 @@ def test_it_says_why_a_log_cannot_be_read_from_an_offline_node(
     assert answer.status_code == 503
     assert "no route to host" in answer.json()["message"]
     assert "The cluster could not be read" in _page(alice, running).content.decode()
+
+
+def test_it_names_who_reads_the_previous_container_by_the_setting(
+    alice: User, olga: User, running: Job, settings: Any
+) -> None:
+    """The badge follows TRAINYARD_DIAGNOSTICS (jobs.diagnostics.readers)."""
+    assert "Previous container (operators)" in _page(olga, running).content.decode()
+    settings.TRAINYARD_DIAGNOSTICS = "members"
+    page = _page(alice, running).content.decode()
+    assert "Previous container (operators and project members)" in page

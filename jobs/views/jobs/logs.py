@@ -22,7 +22,7 @@ from failures.models import KeptLog
 from jobs import pod_logs
 from jobs.access import get_job_for_user
 from jobs.choices import JOB_TERMINAL
-from jobs.diagnostics import shows_diagnostics
+from jobs.diagnostics import readers, shows_diagnostics
 from jobs.models import Job
 
 
@@ -106,7 +106,8 @@ def _context(request: HtmxHttpRequest, job: Job) -> dict[str, Any]:
         "job": job, "pods": pods, "pod": pod, "containers": pod_logs.CONTAINERS, "query": query,
         "follow": follow and not previous, "previous": previous,
         "tail_default": pod_logs.TAIL_DEFAULT, "tail_max": pod_logs.TAIL_MAX,
-        "diagnostics": shows_diagnostics(request.user, job), "wanted": None, "error": "",
+        "diagnostics": shows_diagnostics(request.user, job), "diagnostics_readers": readers(),
+        "wanted": None, "error": "",
         "lines": [], "rows": [], "shown": [], "cut": False, "now": timezone.now(),
         "tail": request.GET.get("tail", ""), "container": request.GET.get("container", ""),
     }  # fmt: skip
