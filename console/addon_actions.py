@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from console import audit
 from console.addon_manifests import ManifestRefused, parse_manifest
+from console.cluster_actions import check_not_retired
 from console.engine import addons as engine
 from console.models import Addon, AddonAttempt, AddonVersion, AuditEvent, Cluster
 from console.node_actions import ActionRefused, check_operator
@@ -64,6 +65,7 @@ def create_addon(
     user: User, cluster: Cluster, body: Mapping[str, Any], request: HttpRequest | None = None
 ) -> Addon:
     check_operator(user)
+    check_not_retired(cluster)
     name, namespace = body.get("name"), body.get("namespace", "kube-system")
     if not isinstance(name, str) or not NAME.match(name):
         raise _refused("name", _("An add-on's name is a DNS label (a-z, 0-9 and -)."))
@@ -133,6 +135,7 @@ def _start(
 ) -> AddonAttempt:
     from console import tasks
 
+    check_not_retired(addon.cluster)
     latest = engine.attempt_facts(addon.attempts.first(), timezone.now())
     if latest is not None and latest.running and not latest.lease_expired:
         raise ActionRefused(409, _("An attempt on this add-on is running: wait for its end."))

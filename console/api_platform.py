@@ -243,12 +243,11 @@ class RetiredOut(Schema):
 
 @api.delete("/clusters/{name}", response={200: RetiredOut, **ACTION}, tags=["clusters"])
 def retire_cluster(request: HttpRequest, name: str) -> dict[str, Any]:
-    """Retire: 409 while it has Pending or Running Jobs; its credentials deleted, its Jobs'
-    history kept, never synced again."""
-    cluster = _cluster(request, name)
-    cluster_actions.retire(user_of(request), cluster, request)
-    cluster.refresh_from_db()
-    return {"name": cluster.name, "retired_at": cluster.retired_at}
+    """Retire: 409 while it has Pending or Running Jobs, and when it is retired already (its
+    first `retired_at` kept); its credentials deleted, its Jobs' history kept, never synced
+    again."""
+    retired = cluster_actions.retire(user_of(request), _cluster(request, name), request)
+    return {"name": retired.name, "retired_at": retired.retired_at}
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:

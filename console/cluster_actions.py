@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
+from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -161,13 +162,18 @@ def register(
     return cluster, report
 
 
+def check_not_retired(cluster: Cluster) -> None:
+    """Nothing new on a retired cluster (no credentials, never synced again): 409."""
+    if cluster.retired_at is not None:
+        raise ActionRefused(409, _("This cluster is retired."))
+
+
 def check_connection(
     user: User, cluster: Cluster, request: HttpRequest | None = None
 ) -> ConnectionReport:
     """The stored credentials tested again; the checklist kept (the pages show actions by it)."""
     check_operator(user)
-    if cluster.retired_at is not None:
-        raise ActionRefused(409, _("This cluster is retired."))
+    check_not_retired(cluster)
     credentials = Credentials(cluster.kubeconfig, cluster.context, cluster.namespace,
                               cluster.insecure)  # fmt: skip
     try:
@@ -209,22 +215,37 @@ def rotate(
     return report
 
 
-def retire(user: User, cluster: Cluster, request: HttpRequest | None = None) -> None:
-    """Refused while a Job on it is Pending or Running; its credentials deleted, its Jobs'
-    history kept, never synced again."""
+def retire(user: User, cluster: Cluster, request: HttpRequest | None = None) -> Cluster:
+    """Refused while a Job on it is Pending or Running, and when it is retired already (the
+    first `retired_at` is kept); its credentials deleted, its Jobs' history kept, never synced
+    again. The cluster's row is locked while its Jobs are counted: creating or resuming a Job
+    locks it too (jobs.operations), so no Job becomes live on a cluster being retired."""
     check_operator(user)
     target = f"cluster {cluster.name}"
-    live = cluster.jobs.filter(phase__in=LIVE_PHASES, delete_requested_at__isnull=True).count()
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update(no_key=True).get(pk=cluster.pk)
+        live = 0 if locked.retired_at else live_jobs(locked)
+        if locked.retired_at is None and not live:
+            locked.retired_at = timezone.now()
+            Cluster.objects.filter(pk=cluster.pk).update(
+                kubeconfig="", kubeconfig_path="", retired_at=locked.retired_at,
+                reachable=False, access={}, watch_cursors={},
+            )  # fmt: skip
+            _audit(request, user, Action.CLUSTER_RETIRE, target)
+            return locked
     if live:
         _audit(request, user, Action.CLUSTER_RETIRE, target, AuditEvent.Result.REFUSED,
                f"{live} live jobs")  # fmt: skip
         raise ActionRefused(409, _("%(count)s Jobs on this cluster are Pending or Running: stop "
                                    "them first.") % {"count": live})  # fmt: skip
-    Cluster.objects.filter(pk=cluster.pk).update(
-        kubeconfig="", kubeconfig_path="", retired_at=timezone.now(), reachable=False,
-        access={}, watch_cursors={},
-    )  # fmt: skip
-    _audit(request, user, Action.CLUSTER_RETIRE, target)
+    _audit(request, user, Action.CLUSTER_RETIRE, target, AuditEvent.Result.REFUSED,
+           "retired already")  # fmt: skip
+    raise ActionRefused(409, _("This cluster is retired already."))
+
+
+def live_jobs(cluster: Cluster) -> int:
+    """Its Jobs that hold or will hold resources: Pending or Running, not being deleted."""
+    return cluster.jobs.filter(phase__in=LIVE_PHASES, delete_requested_at__isnull=True).count()
 
 
 def _audit(
