@@ -101,6 +101,7 @@ class RegisteredOut(Schema):
     name: str
     namespace: str
     insecure: bool
+    insecure_since: datetime | None
     connection: ConnectionOut
 
 
@@ -130,6 +131,7 @@ def register_cluster(request: HttpRequest) -> Status[dict[str, Any]]:
         raise node_actions.ActionRefused(422, "name is required.", errors={"name": "Required."})
     cluster, report = cluster_actions.register(user_of(request), name, body, request)
     answer = {"name": cluster.name, "namespace": cluster.namespace, "insecure": cluster.insecure,
+              "insecure_since": cluster.insecure_since,
               "connection": cluster_actions.report_json(report)}  # fmt: skip
     return Status(201, answer)
 

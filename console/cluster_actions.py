@@ -20,13 +20,20 @@ import orjson
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from console import audit
 from console.engine.connection import ConnectionReport, probe_connection
-from console.kubeconfig import KubeconfigRejected, server_of, validate_kubeconfig
+from console.kubeconfig import (
+    KubeconfigRejected,
+    check_plain_http,
+    server_of,
+    validate_kubeconfig,
+)
 from console.models import AuditEvent, Cluster, validate_http_url
 from console.node_actions import ActionRefused, check_operator
 from console.outbound import AddressRefused, check_server
@@ -101,9 +108,10 @@ def credentials_from(body: Mapping[str, Any]) -> Credentials:
             raise _refused("server", _("Give a server URL and a token, or a kubeconfig."))
         if server.startswith("https://") and not ca and not insecure:
             raise _refused("ca", _("Give the server's CA certificate, or mark it insecure."))
-        text, context, field = kubeconfig_for(server, ca, token, namespace, insecure), "", "token"
+        text, context, field = kubeconfig_for(server, ca, token, namespace, insecure), "", "server"
     try:
         config = validate_kubeconfig(text, context, insecure=insecure)
+        check_plain_http(text, context, insecure)
         check_server(server_of(text, context))
     except KubeconfigRejected as error:
         raise _refused(field, str(error)) from None
@@ -203,9 +211,14 @@ def rotate(
         _audit(request, user, Action.CLUSTER_ROTATE, target, AuditEvent.Result.REFUSED,
                refused.message)  # fmt: skip
         raise
+    now = timezone.now()
+    # A cluster that was ever insecure keeps when it first was (issue 36: "for ever after").
+    since = (
+        Coalesce(F("insecure_since"), Value(now)) if credentials.insecure else F("insecure_since")
+    )
     swapped = Cluster.objects.filter(pk=cluster.pk, retired_at__isnull=True).update(
         kubeconfig=credentials.kubeconfig, kubeconfig_path="", context=credentials.context,
-        insecure=credentials.insecure, credentials_rotated_at=timezone.now(),
+        insecure=credentials.insecure, insecure_since=since, credentials_rotated_at=now,
         **_tested_fields(report),
     )  # fmt: skip
     if not swapped:
