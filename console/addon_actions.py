@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 
 from console import audit, permissions
 from console.addon_manifests import ManifestRefused, parse_manifest
+from console.cluster_actions import check_not_retired
 from console.engine import addons as engine
 from console.models import Addon, AddonAttempt, AddonVersion, AuditEvent, Cluster
 from console.node_actions import ActionRefused, check_operator
@@ -93,7 +94,7 @@ def create_addon(
 
 def _new_addon(cluster: Cluster, body: Mapping[str, Any]) -> tuple[str, str, dict[str, str], str]:
     """A new add-on's name, namespace, versions and desired version, checked."""
-    _check_live(cluster)
+    check_not_retired(cluster)
     name, namespace = body.get("name"), body.get("namespace", permissions.ADDON_NAMESPACE)
     if not isinstance(name, str) or not NAME.match(name):
         raise _refused("name", _("An add-on's name is a DNS label (a-z, 0-9 and -)."))
@@ -115,7 +116,7 @@ def change_addon(
     desired version starts an install or upgrade attempt."""
     check_operator(user)
     with _refusals(request, user, _target(addon)):
-        _check_live(addon.cluster)
+        check_not_retired(addon.cluster)
         versions = _versions(body, addon.name, addon.namespace)
         known = dict(addon.versions.values_list("version", "manifest"))
         for version, text in versions.items():
@@ -140,7 +141,7 @@ def rollback(user: User, addon: Addon, request: HttpRequest | None = None) -> Ad
     """Back to the version applied before the current one."""
     check_operator(user)
     with _refusals(request, user, _target(addon)):
-        _check_live(addon.cluster)
+        check_not_retired(addon.cluster)
         current = addon.attempts.filter(applied=True, to_version=addon.applied_version).first()
         previous = current.from_version if current else ""
         if not previous:
@@ -175,11 +176,6 @@ def missing_to_install(cluster: Cluster, namespace: str = permissions.ADDON_NAME
     return permissions.addon_missing(namespace, ("Deployment",), cluster.access)
 
 
-def _check_live(cluster: Cluster) -> None:
-    if cluster.retired_at is not None:
-        raise ActionRefused(409, _("This cluster is retired."))
-
-
 def _lacks(addon: Addon, version: str) -> ActionRefused | None:
     lacking = missing(addon, version)
     if not lacking:
@@ -212,6 +208,7 @@ def _start(
 ) -> AddonAttempt:
     from console import tasks
 
+    check_not_retired(addon.cluster)
     latest = engine.attempt_facts(addon.attempts.first(), timezone.now())
     if latest is not None and latest.running and not latest.lease_expired:
         raise ActionRefused(409, _("An attempt on this add-on is running: wait for its end."))

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from console import audit, tokens
 from console.kubeconfig import (
     KubeconfigRejected,
+    check_plain_http,
     read_kubeconfig_file,
     validate_kubeconfig,
 )
@@ -118,9 +119,9 @@ class ClusterForm(forms.ModelForm):
         field, text = self._kubeconfig_text(cleaned)
         if text is not None:
             try:
-                validate_kubeconfig(
-                    text, cleaned.get("context", ""), insecure=cleaned.get("insecure", False)
-                )
+                context, insecure = cleaned.get("context", ""), cleaned.get("insecure", False)
+                validate_kubeconfig(text, context, insecure=insecure)
+                check_plain_http(text, context, insecure)
             except KubeconfigRejected as rejected:
                 self.add_error(field, str(rejected))
         return cleaned

@@ -101,6 +101,7 @@ class RegisteredOut(Schema):
     name: str
     namespace: str
     insecure: bool
+    insecure_since: datetime | None
     connection: ConnectionOut
 
 
@@ -130,6 +131,7 @@ def register_cluster(request: HttpRequest) -> Status[dict[str, Any]]:
         raise node_actions.ActionRefused(422, "name is required.", errors={"name": "Required."})
     cluster, report = cluster_actions.register(user_of(request), name, body, request)
     answer = {"name": cluster.name, "namespace": cluster.namespace, "insecure": cluster.insecure,
+              "insecure_since": cluster.insecure_since,
               "connection": cluster_actions.report_json(report)}  # fmt: skip
     return Status(201, answer)
 
@@ -244,12 +246,11 @@ class RetiredOut(Schema):
 
 @api.delete("/clusters/{name}", response={200: RetiredOut, **ACTION}, tags=["clusters"])
 def retire_cluster(request: HttpRequest, name: str) -> dict[str, Any]:
-    """Retire: 409 while it has Pending or Running Jobs; its credentials deleted, its Jobs'
-    history kept, never synced again."""
-    cluster = _cluster(request, name)
-    cluster_actions.retire(user_of(request), cluster, request)
-    cluster.refresh_from_db()
-    return {"name": cluster.name, "retired_at": cluster.retired_at}
+    """Retire: 409 while it has Pending or Running Jobs, and when it is retired already (its
+    first `retired_at` kept); its credentials deleted, its Jobs' history kept, never synced
+    again."""
+    retired = cluster_actions.retire(user_of(request), _cluster(request, name), request)
+    return {"name": retired.name, "retired_at": retired.retired_at}
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:

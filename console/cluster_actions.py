@@ -19,13 +19,21 @@ from typing import Any
 import orjson
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from console import audit
 from console.engine.connection import ConnectionReport, needs_of, probe_connection
-from console.kubeconfig import KubeconfigRejected, server_of, validate_kubeconfig
+from console.kubeconfig import (
+    KubeconfigRejected,
+    check_plain_http,
+    server_of,
+    validate_kubeconfig,
+)
 from console.models import AuditEvent, Cluster, validate_http_url
 from console.node_actions import ActionRefused, check_operator
 from console.outbound import AddressRefused, check_server
@@ -100,9 +108,10 @@ def credentials_from(body: Mapping[str, Any]) -> Credentials:
             raise _refused("server", _("Give a server URL and a token, or a kubeconfig."))
         if server.startswith("https://") and not ca and not insecure:
             raise _refused("ca", _("Give the server's CA certificate, or mark it insecure."))
-        text, context, field = kubeconfig_for(server, ca, token, namespace, insecure), "", "token"
+        text, context, field = kubeconfig_for(server, ca, token, namespace, insecure), "", "server"
     try:
         config = validate_kubeconfig(text, context, insecure=insecure)
+        check_plain_http(text, context, insecure)
         check_server(server_of(text, context))
     except KubeconfigRejected as error:
         raise _refused(field, str(error)) from None
@@ -163,13 +172,18 @@ def register(
     return cluster, report
 
 
+def check_not_retired(cluster: Cluster) -> None:
+    """Nothing new on a retired cluster (no credentials, never synced again): 409."""
+    if cluster.retired_at is not None:
+        raise ActionRefused(409, _("This cluster is retired."))
+
+
 def check_connection(
     user: User, cluster: Cluster, request: HttpRequest | None = None
 ) -> ConnectionReport:
     """The stored credentials tested again; the checklist kept (the pages show actions by it)."""
     check_operator(user)
-    if cluster.retired_at is not None:
-        raise ActionRefused(409, _("This cluster is retired."))
+    check_not_retired(cluster)
     credentials = Credentials(cluster.kubeconfig, cluster.context, cluster.namespace,
                               cluster.insecure)  # fmt: skip
     try:
@@ -199,9 +213,14 @@ def rotate(
         _audit(request, user, Action.CLUSTER_ROTATE, target, AuditEvent.Result.REFUSED,
                refused.message)  # fmt: skip
         raise
+    now = timezone.now()
+    # A cluster that was ever insecure keeps when it first was (issue 36: "for ever after").
+    since = (
+        Coalesce(F("insecure_since"), Value(now)) if credentials.insecure else F("insecure_since")
+    )
     swapped = Cluster.objects.filter(pk=cluster.pk, retired_at__isnull=True).update(
         kubeconfig=credentials.kubeconfig, kubeconfig_path="", context=credentials.context,
-        insecure=credentials.insecure, credentials_rotated_at=timezone.now(),
+        insecure=credentials.insecure, insecure_since=since, credentials_rotated_at=now,
         **_tested_fields(report),
     )  # fmt: skip
     if not swapped:
@@ -211,22 +230,37 @@ def rotate(
     return report
 
 
-def retire(user: User, cluster: Cluster, request: HttpRequest | None = None) -> None:
-    """Refused while a Job on it is Pending or Running; its credentials deleted, its Jobs'
-    history kept, never synced again."""
+def retire(user: User, cluster: Cluster, request: HttpRequest | None = None) -> Cluster:
+    """Refused while a Job on it is Pending or Running, and when it is retired already (the
+    first `retired_at` is kept); its credentials deleted, its Jobs' history kept, never synced
+    again. The cluster's row is locked while its Jobs are counted: creating or resuming a Job
+    locks it too (jobs.operations), so no Job becomes live on a cluster being retired."""
     check_operator(user)
     target = f"cluster {cluster.name}"
-    live = cluster.jobs.filter(phase__in=LIVE_PHASES, delete_requested_at__isnull=True).count()
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update(no_key=True).get(pk=cluster.pk)
+        live = 0 if locked.retired_at else live_jobs(locked)
+        if locked.retired_at is None and not live:
+            locked.retired_at = timezone.now()
+            Cluster.objects.filter(pk=cluster.pk).update(
+                kubeconfig="", kubeconfig_path="", retired_at=locked.retired_at,
+                reachable=False, access={}, watch_cursors={},
+            )  # fmt: skip
+            _audit(request, user, Action.CLUSTER_RETIRE, target)
+            return locked
     if live:
         _audit(request, user, Action.CLUSTER_RETIRE, target, AuditEvent.Result.REFUSED,
                f"{live} live jobs")  # fmt: skip
         raise ActionRefused(409, _("%(count)s Jobs on this cluster are Pending or Running: stop "
                                    "them first.") % {"count": live})  # fmt: skip
-    Cluster.objects.filter(pk=cluster.pk).update(
-        kubeconfig="", kubeconfig_path="", retired_at=timezone.now(), reachable=False,
-        access={}, watch_cursors={},
-    )  # fmt: skip
-    _audit(request, user, Action.CLUSTER_RETIRE, target)
+    _audit(request, user, Action.CLUSTER_RETIRE, target, AuditEvent.Result.REFUSED,
+           "retired already")  # fmt: skip
+    raise ActionRefused(409, _("This cluster is retired already."))
+
+
+def live_jobs(cluster: Cluster) -> int:
+    """Its Jobs that hold or will hold resources: Pending or Running, not being deleted."""
+    return cluster.jobs.filter(phase__in=LIVE_PHASES, delete_requested_at__isnull=True).count()
 
 
 def _audit(

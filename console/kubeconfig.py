@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from django.utils.translation import gettext
+
 from console.yaml_input import YamlRefused, load_yaml
 
 MAX_BYTES = 256 * 1024
@@ -157,3 +159,22 @@ def server_of(text: str, context: str = "") -> str:
     server = urlparse(str(_named(config, "clusters", ctx.get("cluster")).get("server")))
     port = f":{server.port}" if server.port else ""
     return f"{server.scheme}://{server.hostname}{port}"
+
+
+def speaks_plain_http(text: str, context: str = "") -> bool:
+    """Whether the context's API server is an http:// URL: its token travels in clear."""
+    return server_of(text, context).startswith("http://")
+
+
+def check_plain_http(text: str, context: str, insecure: bool) -> None:
+    """A plain http:// server is accepted only on an operator's word (`insecure`), as skipping
+    TLS verification is; `add_cluster` and `demo_cluster` take the URL as that word
+    (docs/decisions.md, "Plain http")."""
+    if speaks_plain_http(text, context) and not insecure:
+        raise KubeconfigRejected(
+            gettext(
+                "The server %(server)s speaks plain http://: its token would travel in clear. "
+                "Use https://, or mark the cluster insecure (it is then shown so)."
+            )
+            % {"server": server_of(text, context)}
+        )

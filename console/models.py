@@ -114,6 +114,9 @@ class Cluster(models.Model):
             "(insecure-skip-tls-verify). Shown on the Clusters page."
         ),
     )
+    # When its credentials first skipped TLS verification or spoke plain http (issue 36: shown
+    # "for ever after"); a rotation to verified credentials clears `insecure`, never this.
+    insecure_since = models.DateTimeField(_("insecure since"), null=True, blank=True)
     context = models.CharField(_("context"), max_length=253, blank=True)
     namespace = models.CharField(_("default namespace"), max_length=63, default="default")
     prometheus_url = models.CharField(
@@ -157,6 +160,14 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """An insecure cluster keeps the time it first was (`insecure_since`)."""
+        if self.insecure and self.insecure_since is None:
+            self.insecure_since = timezone.now()
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "insecure_since"}
+        super().save(*args, **kwargs)
 
     def clean_fields(self, exclude: Collection[str] | None = None) -> None:
         """The kubeconfig is checked by validate_kubeconfig where it is entered and where it is

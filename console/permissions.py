@@ -2,7 +2,9 @@
 breaks (issue 36, Build 1 and 4): the checklist of a connection test, one
 SelfSubjectAccessReview per entry. Pure: no database, no cluster.
 
-`required` rights are those of deploy/rbac-data-plane.yaml (the sync and Jobs); the others
+Every request the console sends to a cluster is covered by one entry (tests/console/
+test_permission_checklist.py records them on simcluster and checks both deploy/ files).
+`required` rights are those of deploy/rbac-data-plane.yaml (the sync, Jobs, logs); the others
 are the opt-in rights of operators' actions (deploy/rbac-operator-actions.yaml): missing, they
 hide the action and the page says which permission is missing.
 
@@ -62,21 +64,46 @@ def addon_needs(namespace: str) -> tuple[Need, ...]:
     )  # fmt: skip
 
 
+# The sync LISTs and WATCHes each of these across namespaces (console.engine.streams); a
+# refused one stops the whole cycle, so each is named with what the operator then sees.
+_SYNCED = (
+    ("", "pods"), ("apps", "statefulsets"), ("batch", "jobs"), ("", "services"), ("", "nodes"),
+    ("apps", "daemonsets"), ("apps", "deployments"),
+)  # fmt: skip
+_LIST_BREAKS = _("every relist fails: the cluster reads Unreachable and nothing on it is updated")
+_WATCH_BREAKS = _("every sync that watches fails: the cluster flips to Unreachable between relists")
+
 NEEDS: tuple[Need, ...] = (
-    _need("list", "", "pods", _("the sync sees no pod: Workers and their phases stay unknown")),
-    _need("watch", "", "pods", _("every sync relists instead of watching: slower, heavier")),
-    _need("list", "", "nodes", _("the Nodes page stays empty")),
-    _need("list", "apps", "statefulsets", _("Task phases cannot be derived")),
-    _need("list", "apps", "daemonsets", _("add-on phases cannot be derived")),
-    _need("list", "apps", "deployments", _("add-on phases cannot be derived")),
+    *(_need("list", group, resource, _LIST_BREAKS) for group, resource in _SYNCED),
+    *(_need("watch", group, resource, _WATCH_BREAKS) for group, resource in _SYNCED),
+    _need("get", "apps", "deployments", _("an add-on's rollout cannot be read once applied")),
+    _need("get", "apps", "daemonsets", _("an add-on's rollout cannot be read once applied")),
+    # A Job's writes, in the cluster's default namespace (console.engine.plan, console.kube.apply).
     _need("create", "apps", "statefulsets", _("Jobs cannot start in the default namespace"),
           namespaced=True),
+    _need("get", "apps", "statefulsets", _("a Job's StatefulSet that exists already is not "
+          "recognised: its start is retried as an error"), namespaced=True),
     _need("patch", "apps", "statefulsets", _("Jobs cannot be stopped or resumed"),
-          subresource="scale", namespaced=True),
+          namespaced=True),
+    _need("delete", "apps", "statefulsets", _("a deleted Job's StatefulSets stay on the cluster, "
+          "holding their GPUs"), namespaced=True),
     _need("create", "batch", "jobs", _("API Tasks (batch Jobs) cannot start"), namespaced=True),
+    _need("get", "batch", "jobs", _("a batch Job that exists already is not recognised: its "
+          "start is retried as an error"), namespaced=True),
+    _need("patch", "batch", "jobs", _("API Tasks (batch Jobs) cannot be stopped or resumed"),
+          namespaced=True),
+    _need("delete", "batch", "jobs", _("a deleted Job's batch Jobs stay on the cluster, holding "
+          "their GPUs"), namespaced=True),
     _need("create", "", "services", _("Ray workers cannot find their head"), namespaced=True),
+    _need("get", "", "services", _("a Service that exists already is not recognised: its "
+          "Job's start is retried as an error"), namespaced=True),
+    _need("delete", "", "services", _("a deleted Job's Services stay on the cluster"),
+          namespaced=True),
     _need("get", "", "pods", _("the Logs tab cannot read logs"), subresource="log",
           namespaced=True),
+    _need("list", "", "events", _("the Logs tab shows no Kubernetes Events of a pod"),
+          namespaced=True),
+    # Operators' actions (deploy/rbac-operator-actions.yaml), opt-in.
     _need("patch", "", "nodes", _("cordon and uncordon are not offered"), required=False),
     _need("create", "", "pods", _("drains are not offered"), subresource="eviction",
           required=False),

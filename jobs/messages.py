@@ -200,6 +200,10 @@ CODES: dict[str, Promise | str] = {
     "refused.kept_changing": _("The job kept changing during the request; try again."),
     "refused.confirm_name": _("Type the job's name, %(name)s, to confirm the deletion."),
     "refused.already_deleting": _("This job is already being deleted."),
+    "refused.cluster_retired": _(
+        "Cluster %(cluster)s is retired: no Job runs on it again. Clone this one to another "
+        "cluster."
+    ),
     # What a reader without diagnostics reads instead of a message that carries them (WITHHELD).
     "pod.crash_loop_meaning": _(
         "%(pod)s: CrashLoopBackOff: the container keeps restarting after an error; read its "

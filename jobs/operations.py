@@ -38,6 +38,7 @@ from jobs.spec import (
     parse_workflow_spec,
     spec_of,
 )
+from jobs.spec_checks import retired_cluster
 from jobs.status.lifecycle import TransitionRefused, phase_after_resume, phase_after_stop
 from workers.models import Worker
 
@@ -116,11 +117,14 @@ def _insert_job(
         "policies": spec.policies.model_dump(mode="json"),
         "template": spec.template,
     }
+    cluster = Cluster.objects.get(name=spec.cluster)
+    if lock_live_cluster(cluster.pk) is None:
+        raise SpecInvalid({"cluster": retired_cluster(cluster.name)})
     job = Job.objects.create(
         project=Project.objects.get(name=spec.project),
         name=spec.name,
         owner=owner(user),
-        cluster=Cluster.objects.get(name=spec.cluster),
+        cluster=cluster,
         namespace=spec.namespace,
         spec=template,
         phase=JobPhase.PENDING,
@@ -209,16 +213,16 @@ def _transition(user: User, job: Job, action: Action, rule: Rule, apply: Apply) 
             _refuse(user, job, action, Message("refused.being_deleted"), exists=exists)
         try:
             target = rule(*state)
-        except TransitionRefused as refusal:
+            with transaction.atomic():
+                message = apply(job, *state, target)
+                if message is not None:
+                    recount_workflow(job.pk, timezone.now())
+                    job.refresh_from_db()
+                    record_operation(user, job, action, Result.ACCEPTED, message)
+                    schedule_reconcile(job.pk)
+                    return job
+        except TransitionRefused as refusal:  # by the rule, or by `apply` (rolled back)
             _refuse(user, job, action, refusal.reason)
-        with transaction.atomic():
-            message = apply(job, *state, target)
-            if message is not None:
-                recount_workflow(job.pk, timezone.now())
-                job.refresh_from_db()
-                record_operation(user, job, action, Result.ACCEPTED, message)
-                schedule_reconcile(job.pk)
-                return job
     _refuse(user, job, action, Message("refused.kept_changing"))
 
 
@@ -269,7 +273,19 @@ def _reset_tasks(job: Job) -> None:
         )
 
 
+def lock_live_cluster(cluster_id: int) -> Cluster | None:
+    """The Job's cluster, its row locked until the transaction ends; None when it is retired.
+    Retiring locks the row too while it counts live Jobs (console.cluster_actions.retire), so a
+    Job made live here is counted there, or refused here. FOR NO KEY UPDATE: a sync's write
+    transaction, whose rows reference the cluster (FOR KEY SHARE), does not hold it up."""
+    live = Cluster.objects.select_for_update(no_key=True).filter(retired_at__isnull=True)
+    return live.filter(pk=cluster_id).first()
+
+
 def _apply_resume(job: Job, phase: JobPhase, stopped: bool, target: JobPhase) -> Message | None:
+    if lock_live_cluster(job.cluster_id) is None:
+        cluster = Cluster.objects.values_list("name", flat=True).get(pk=job.cluster_id)
+        raise TransitionRefused(Message("refused.cluster_retired", {"cluster": cluster}))
     changed = _guarded(job, phase, stopped).update(
         phase=target, stopped=False, run=F("run") + 1, message="", finished_at=None
     )

@@ -102,8 +102,13 @@ class ClusterOut(Worded):
     name: str
     reachable: bool
     insecure: bool = Field(
-        description="An operator allowed this cluster to skip TLS verification of its API "
-        "server (insecure-skip-tls-verify); true for as long as its credentials do."
+        description="An operator allowed this cluster's credentials to travel without verified "
+        "TLS (insecure-skip-tls-verify, or a plain http:// server); true for as long as its "
+        "credentials do."
+    )
+    insecure_since: datetime | None = Field(
+        description="When its credentials first travelled without verified TLS; kept after a "
+        "rotation to verified credentials (null: never)."
     )
     last_synced_at: datetime | None
 

@@ -96,6 +96,12 @@ def resolve_project(value: Any, user: User, errors: dict[str, str], path: str) -
     return None
 
 
+def retired_cluster(name: str) -> str:
+    return gettext("Cluster %(name)s is retired: no Job is created on it any more.") % {
+        "name": repr(name)
+    }
+
+
 def _resolve_cluster(
     value: Any, project: Project | None, errors: dict[str, str], path: str
 ) -> Cluster | None:
@@ -105,9 +111,13 @@ def _resolve_cluster(
     if not isinstance(value, str) or project is None:
         return None
     cluster = project.clusters.filter(name=value).first()
+    if cluster is not None and cluster.retired_at is not None:
+        _add(errors, path, retired_cluster(value))
+        return None
     if cluster is not None:
         return cluster
-    usable = ", ".join(project.clusters.values_list("name", flat=True)[:20])
+    live = project.clusters.filter(retired_at__isnull=True)
+    usable = ", ".join(live.values_list("name", flat=True)[:20])
     if usable:
         message = gettext(
             "No cluster named %(name)s is available to project %(project)s (it may use: "

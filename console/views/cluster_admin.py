@@ -77,7 +77,7 @@ def cluster_page(request: HttpRequest, name: str) -> HttpResponse:
     context = {
         "cluster": cluster,
         "checklist": checklist(cluster),
-        "live_jobs": cluster.jobs.filter(phase__in=cluster_actions.LIVE_PHASES).count(),
+        "live_jobs": cluster_actions.live_jobs(cluster),
         "now": timezone.now(),
     }
     return render(request, "console/cluster.html", context)

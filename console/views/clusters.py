@@ -29,8 +29,8 @@ from jobs.status.freshness import is_stale, observed_at
 
 PAGE_SIZE = 100
 CLUSTER_FIELDS = (
-    "pk", "name", "reachable", "insecure", "message", "last_synced_at", "last_attempt_at",
-    "retired_at",
+    "pk", "name", "reachable", "insecure", "insecure_since", "message", "last_synced_at",
+    "last_attempt_at", "retired_at",
 )  # fmt: skip
 
 

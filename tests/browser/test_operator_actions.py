@@ -90,9 +90,11 @@ def register(page: Page, base: str, sim: SimCluster, folder: Path) -> Cluster:
     page.fill("#name", "sim")
     page.fill("#server", sim.url)
     page.fill("#token", sim.token)
+    page.check('#register-form input[name="insecure"]')  # simcluster speaks plain http://
     shoot(page, folder, "cluster-register.png")
     page.click("#register-form button[type=submit]")
     expect(page).to_have_url(f"{base}/clusters/sim/")
+    expect(page.locator("#insecure")).to_contain_text("TLS not verified")
     expect(page.locator('[data-permission="patch core/nodes"]')).to_have_attribute(
         "data-allowed", "yes"
     )

@@ -18,14 +18,20 @@ def admin_client(olga: User) -> Client:
     return client
 
 
-def add(client: Client, kubeconfig: str) -> str:
-    data = {"name": "gpu-b", "kubeconfig": kubeconfig, "namespace": "default", "context": ""}
+def add(client: Client, kubeconfig: str, **more: str) -> str:
+    data = {"name": "gpu-b", "kubeconfig": kubeconfig, "namespace": "default", "context": "",
+            **more}  # fmt: skip
     return client.post("/admin/console/cluster/add/", data).content.decode()
 
 
 def test_it_registers_a_cluster_with_a_token_kubeconfig(olga: User) -> None:
-    add(admin_client(olga), KUBECONFIG)
-    assert Cluster.objects.filter(name="gpu-b").exists()
+    """Its server is plain http: the token travels in clear, so only when marked insecure."""
+    page = add(admin_client(olga), KUBECONFIG)
+    assert "speaks plain http://" in page
+    assert not Cluster.objects.filter(name="gpu-b").exists()
+    add(admin_client(olga), KUBECONFIG, insecure="on")
+    cluster = Cluster.objects.get(name="gpu-b")
+    assert cluster.insecure and cluster.insecure_since is not None
 
 
 def test_it_refuses_a_kubeconfig_that_runs_a_command(olga: User) -> None:

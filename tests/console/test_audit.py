@@ -101,7 +101,13 @@ def test_clusters_and_memberships_changed_in_the_admin_are_recorded(
     olga.save()
     client = Client()
     client.force_login(olga)
-    data = {"name": "gpu-b", "kubeconfig": KUBECONFIG, "namespace": "default", "context": ""}
+    data = {
+        "name": "gpu-b",
+        "kubeconfig": KUBECONFIG,
+        "namespace": "default",
+        "context": "",
+        "insecure": "on",
+    }  # fmt: skip (its server is plain http)
     client.post("/admin/console/cluster/add/", data)
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG)

@@ -154,13 +154,16 @@ def test_add_cluster_lets_projects_use_it_and_changes_nothing_the_second_time(
     args = ("add_cluster", "gpu-b", "--kubeconfig", str(kubeconfig), "--project", "robotics")
     assert run(*args, "--project", "speech") == (
         "Registered cluster gpu-b: server http://127.0.0.1:9, context c, "
-        "default namespace default.\n"
+        "default namespace default, insecure (TLS not verified).\n"
         "Project robotics may now use cluster gpu-b.\n"
         "Project speech may now use cluster gpu-b.\n"
     )
+    # A plain http:// server: the operator's own kubeconfig says so, and the cluster shows it.
+    registered = Cluster.objects.get(name="gpu-b")
+    assert registered.insecure and registered.insecure_since is not None
     assert run(*args) == (
         "Cluster gpu-b is registered so (server http://127.0.0.1:9, context c, default namespace "
-        "default): nothing changed.\n"
+        "default, insecure (TLS not verified)): nothing changed.\n"
         "Project robotics already uses cluster gpu-b: nothing changed.\n"
     )
     assert audited(Action.CLUSTER_CREATE) == [("", "cluster gpu-b", "manage.py add_cluster")]

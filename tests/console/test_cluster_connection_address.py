@@ -78,7 +78,12 @@ def test_it_stops_the_engine_when_the_address_reached_is_refused_at_sync_time(
 ) -> None:
     """As if the server's name resolved to a metadata address after it was entered: the rule
     refuses the loopback address here, the only one simcluster can listen on."""
-    body = {"server": sim.url, "ca": sim.ca_pem, "token": sim.token}
+    body = {
+        "server": sim.url,
+        "ca": sim.ca_pem,
+        "token": sim.token,
+        "insecure": sim.url.startswith("http:"),
+    }
     cluster, _report = cluster_actions.register(olga, "gpu-a", body)
     monkeypatch.setattr(outbound, "peer_refusal", lambda address: REFUSED)
     result = sync_cluster(cluster.pk)

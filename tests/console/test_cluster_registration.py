@@ -41,12 +41,13 @@ current-context: c
 
 @pytest.fixture
 def sim() -> Iterator[SimCluster]:
-    with SimCluster(nodes=1, gpus_per_node=8, seed=0, speed=50.0) as cluster:
+    with SimCluster(nodes=1, gpus_per_node=8, seed=0, speed=50.0, tls=True) as cluster:
         yield cluster
 
 
 def body(sim: SimCluster, **more: Any) -> dict[str, Any]:
-    return {"server": sim.url, "token": sim.token, "namespace": "default", **more}
+    return {"server": sim.url, "ca": sim.ca_pem, "token": sim.token, "namespace": "default",
+            **more}  # fmt: skip
 
 
 def test_it_registers_a_cluster_after_its_connection_test_with_a_checklist(
@@ -95,7 +96,8 @@ def test_it_refuses_an_exec_kubeconfig_a_link_local_server_and_a_dead_one(
             )
         assert refused.value.extra["errors"].keys() == {"server"}, server
     with pytest.raises(ActionRefused) as refused:
-        cluster_actions.register(olga, "gone", {"server": "http://127.0.0.1:9", "token": "t"})
+        cluster_actions.register(olga, "gone", {"server": "http://127.0.0.1:9", "token": "t",
+                                                "insecure": True})  # fmt: skip
     assert "connection test failed" in refused.value.message
     with pytest.raises(ActionRefused) as refused:
         cluster_actions.register(olga, "no-ca", {"server": "https://10.1.2.3", "token": "t"})
@@ -118,7 +120,8 @@ def test_it_checks_addresses_like_an_outbound_webhook() -> None:
 def test_it_rotates_credentials_only_once_the_new_ones_work(sim: SimCluster, olga: User) -> None:
     cluster, _report = cluster_actions.register(olga, "gpu-b", body(sim))
     with pytest.raises(ActionRefused):
-        cluster_actions.rotate(olga, cluster, {"server": "http://127.0.0.1:9", "token": "new"})
+        cluster_actions.rotate(olga, cluster, {"server": "http://127.0.0.1:9", "token": "new",
+                                               "insecure": True})  # fmt: skip
     assert Cluster.objects.get(pk=cluster.pk).credentials_rotated_at is None
     sim.stop()
     sim.token = "rotated-token"
@@ -205,8 +208,8 @@ def test_it_registers_from_the_page_showing_the_rbac_first_and_the_checklist_aft
     sim.set_access_rules(
         [{"verbs": ["list", "watch", "get"], "apiGroups": ["*"], "resources": ["*"]}]
     )
-    answer = client.post("/clusters/new/", {"name": "gpu-b", "server": sim.url, "token": sim.token,
-                                            "namespace": "default",
+    answer = client.post("/clusters/new/", {"name": "gpu-b", "server": sim.url, "ca": sim.ca_pem,
+                                            "token": sim.token, "namespace": "default",
                                             "prometheus_url": "http://prom:9090/"})  # fmt: skip
     assert answer.status_code == 302 and answer["Location"] == "/clusters/gpu-b/"
     assert Cluster.objects.get(name="gpu-b").prometheus_url == "http://prom:9090"
@@ -215,3 +218,78 @@ def test_it_registers_from_the_page_showing_the_rbac_first_and_the_checklist_aft
     assert "cordon and uncordon are not offered" in page
     assert 'data-permission="list core/pods" data-allowed="yes"' in page
     assert member.get("/clusters/gpu-b/").status_code == 403
+
+
+@pytest.fixture
+def plain() -> Iterator[SimCluster]:
+    """A simcluster on plain http://, as `make run`'s demo and most tests have it."""
+    with SimCluster(nodes=1, gpus_per_node=8, seed=0, speed=50.0) as cluster:
+        yield cluster
+
+
+PLAIN = "speaks plain http://: its token would travel in clear"
+
+
+def test_it_refuses_a_plain_http_server_with_a_token_unless_marked_insecure(
+    plain: SimCluster, olga: User, tmp_path: Any
+) -> None:
+    """A token sent over http:// can be read on the way: accepted only when the operator ticks
+    insecure, then shown like skipped TLS verification."""
+    headers = {"Authorization": f"Bearer {ApiToken.issue(olga)[1]}"}
+
+    def post(data: dict[str, Any]) -> Any:
+        return Client().post("/api/v1/clusters", json.dumps(data), "application/json",
+                             headers=headers)  # fmt: skip
+
+    given = {"name": "plain", "server": plain.url, "token": plain.token}
+    refused = post(given)
+    assert refused.status_code == 422 and PLAIN in refused.json()["message"]
+    assert refused.json()["errors"].keys() == {"server"}
+    kubeconfig = plain.write_kubeconfig(tmp_path / "kubeconfig").read_text()
+    refused = post({"name": "plain", "kubeconfig": kubeconfig})
+    assert refused.status_code == 422 and refused.json()["errors"].keys() == {"kubeconfig"}
+    page = Client()
+    page.force_login(olga)
+    form = page.post("/clusters/new/", {**given, "namespace": "default"})
+    assert form.status_code == 422 and PLAIN in form.content.decode()
+    assert plain.token not in form.content.decode()
+    assert not Cluster.objects.exists()
+
+    assert page.post("/clusters/new/", {**given, "insecure": "on"}).status_code == 302
+    cluster = Cluster.objects.get(name="plain")
+    assert cluster.insecure and cluster.insecure_since is not None
+    assert "TLS not verified" in page.get("/clusters/plain/").content.decode()
+    assert "TLS not verified" in page.get("/clusters/").content.decode()
+    created = post({"name": "plain-api", "kubeconfig": kubeconfig, "insecure": True})
+    assert created.status_code == 201 and created.json()["insecure"] is True
+    assert created.json()["insecure_since"] is not None
+
+
+def test_it_rotates_with_a_kubeconfig_from_the_page(sim: SimCluster, olga: User) -> None:
+    cluster, _report = cluster_actions.register(olga, "gpu-b", body(sim))
+    page = Client()
+    page.force_login(olga)
+    html = page.get("/clusters/gpu-b/").content.decode()
+    assert 'id="rotate-kubeconfig" name="kubeconfig"' in html
+    sim.stop()
+    sim.token = "rotated-by-kubeconfig"
+    sim.start()
+    kubeconfig = cluster_actions.kubeconfig_for(sim.url, sim.ca_pem, sim.token, "default", False)
+    answer = page.post("/clusters/gpu-b/rotate/", {"kubeconfig": kubeconfig}, follow=True)
+    assert "The new credentials work and are in use." in answer.content.decode()
+    rotated = Cluster.objects.get(pk=cluster.pk)
+    assert "rotated-by-kubeconfig" in rotated.kubeconfig
+    assert rotated.credentials_rotated_at is not None
+
+
+def test_the_empty_clusters_page_sends_operators_to_the_registration_page(
+    olga: User, bob: User
+) -> None:
+    page = Client()
+    page.force_login(olga)
+    html = page.get("/clusters/").content.decode()
+    assert 'No cluster is registered yet. <a href="/clusters/new/">Register a cluster</a>' in html
+    assert "(scripts may use manage.py add_cluster)" in html
+    member = Client()
+    member.force_login(bob)
+    assert "/clusters/new/" not in member.get("/clusters/").content.decode()

@@ -108,6 +108,31 @@ def test_it_registers_an_insecure_cluster_only_when_ticked_and_shows_it_for_ever
     assert "insecure" in event.detail
 
 
+def test_it_still_shows_a_cluster_was_insecure_after_rotating_to_verified_credentials(
+    sim: SimCluster, olga: User, other_ca: str
+) -> None:
+    """ "Shown on the cluster for ever after": the current credentials verify TLS again, and the
+    cluster still says when its credentials first did not."""
+    answer = api("post", "/clusters", olga, {"name": "gpu-tls", **body(sim, ca=other_ca),
+                                             "insecure": True})  # fmt: skip
+    since = Cluster.objects.get(name="gpu-tls").insecure_since
+    assert since is not None and answer.json()["insecure_since"]
+    cluster_actions.rotate(olga, Cluster.objects.get(name="gpu-tls"), body(sim))
+    rotated = Cluster.objects.get(name="gpu-tls")
+    assert (rotated.insecure, rotated.insecure_since) == (False, since)
+    assert "insecure-skip-tls-verify" not in rotated.kubeconfig
+    listed = {c["name"]: c for c in api("get", "/clusters", olga).json()}["gpu-tls"]
+    assert listed["insecure"] is False and listed["insecure_since"] is not None
+    page = Client()
+    page.force_login(olga)
+    html = page.get("/clusters/gpu-tls/").content.decode()
+    assert "Was insecure" in html and "TLS not verified" not in html
+    assert "Was insecure" in page.get("/clusters/").content.decode()
+    cluster_actions.rotate(olga, rotated, {**body(sim), "insecure": True})
+    again = Cluster.objects.get(name="gpu-tls")
+    assert (again.insecure, again.insecure_since) == (True, since)  # the first time is kept
+
+
 def test_it_keeps_the_old_credentials_when_a_rotation_brings_a_wrong_ca(
     sim: SimCluster, olga: User, other_ca: str
 ) -> None:

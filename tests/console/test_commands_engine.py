@@ -36,7 +36,7 @@ def test_it_registers_a_cluster_and_prints_nothing_secret(
     output = run("add_cluster", "gpu-a", "--kubeconfig", str(path))
     assert output == (
         f"Registered cluster gpu-a: server {sim.url}, context simcluster, "
-        "default namespace team-a.\n"
+        "default namespace team-a, insecure (TLS not verified).\n"
     )
     assert sim.token not in output
     cluster = Cluster.objects.get(name="gpu-a")

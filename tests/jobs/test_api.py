@@ -293,6 +293,7 @@ def test_clusters_nodes_and_addons(alice: User, olga: User, cluster: Cluster) ->
         "name": "gpu-a",
         "reachable": False,
         "insecure": False,
+        "insecure_since": None,
         "last_synced_at": None,
         **NO_MESSAGE,
     }
@@ -300,6 +301,7 @@ def test_clusters_nodes_and_addons(alice: User, olga: User, cluster: Cluster) ->
         "name": "gpu-b",
         "reachable": False,
         "insecure": False,
+        "insecure_since": None,
         "last_synced_at": None,
         **NO_MESSAGE,
     }

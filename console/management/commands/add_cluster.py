@@ -1,7 +1,7 @@
 """`manage.py add_cluster NAME --kubeconfig FILE [--context CTX] [--namespace NS]
 [--prometheus-url URL] [--project PROJECT ...]` (or `--kubeconfig-path FILE` to keep a reference
 to the file instead of its content; `--insecure` to allow a kubeconfig that skips TLS
-verification).
+verification; a plain http:// server is taken as --insecure and shown so).
 
 Registers a cluster, or updates the one of that name; the same values again change nothing (and
 record nothing), so a deployment script may run it on every start. The kubeconfig is validated
@@ -24,7 +24,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 
 from console import audit
-from console.kubeconfig import MAX_BYTES, KubeconfigRejected, server_of, validate_kubeconfig
+from console.kubeconfig import (
+    MAX_BYTES,
+    KubeconfigRejected,
+    server_of,
+    speaks_plain_http,
+    validate_kubeconfig,
+)
 from console.management.commands.allow_cluster import allow
 from console.management.names import project_named
 from console.models import Cluster, validate_http_url
@@ -86,6 +92,9 @@ class Command(BaseCommand):
         except KubeconfigRejected as error:
             raise CommandError(str(error)) from None
         context = options["context"] or config["current-context"]
+        # A plain http:// server in the operator's own kubeconfig is their word, as --insecure
+        # is: accepted, and the cluster shown insecure (docs/decisions.md, "Plain http").
+        insecure = options["insecure"] or speaks_plain_http(text, options["context"])
         namespace = options["namespace"] or _context_namespace(config, context) or "default"
         source = (
             {"kubeconfig_path": str(reference), "kubeconfig": ""}
@@ -93,12 +102,13 @@ class Command(BaseCommand):
             else {"kubeconfig": text, "kubeconfig_path": ""}
         )
         fields = {
-            **source, "context": context, "namespace": namespace, "insecure": options["insecure"],
+            **source, "context": context, "namespace": namespace, "insecure": insecure,
         }  # fmt: skip
         if options["prometheus_url"] is not None:
             fields["prometheus_url"] = _prometheus_url(options["prometheus_url"])
         cluster, verb = _registered(name, fields)
         facts = f"server {server}, context {context}, default namespace {namespace}"
+        facts += ", insecure (TLS not verified)" if insecure else ""
         if verb:
             self.stdout.write(f"{verb} cluster {cluster.name}: {facts}.")
         else:

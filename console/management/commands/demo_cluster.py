@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandParser
 
 from console import demo
-from console.kubeconfig import validate_kubeconfig
+from console.kubeconfig import speaks_plain_http, validate_kubeconfig
 from console.models import Cluster, Project
 from simcluster.server import SimCluster
 
@@ -49,7 +49,8 @@ class Command(BaseCommand):
         kubeconfig = sim.write_kubeconfig(settings.VAR_DIR / "simcluster.kubeconfig").read_text()
         validate_kubeconfig(kubeconfig)
         cluster, _ = Cluster.objects.update_or_create(
-            name="demo", defaults={"kubeconfig": kubeconfig}
+            name="demo",
+            defaults={"kubeconfig": kubeconfig, "insecure": speaks_plain_http(kubeconfig)},
         )
         user = User.objects.filter(username="demo").first()
         project = Project.objects.filter(name="demo").first()
