@@ -265,6 +265,8 @@ API: dict[str, Call] = {
     "GET /api/v1/jobs": Call("401 200 200 200 200 200 200", diagnostics=True),
     "POST /api/v1/jobs": Call("401 422 403 201 422 403 403", "post", data=SPEC),
     "GET /api/v1/jobs/{job_id}": Call(READ_API_JOB, diagnostics=True),
+    # A plain view the document describes too (jobs/api/series_doc.py); with the session in PAGES.
+    "GET /api/v1/jobs/{job_id}/series": Call(READ_API_JOB),
     "DELETE /api/v1/jobs/{job_id}": Call(
         OPERATE_API_JOB.format(ok=202), "delete", query="?confirm=ppo-secret"
     ),
@@ -366,7 +368,9 @@ def _names(patterns: list[Any], namespace: str = "") -> Iterator[str]:
 
 def url_names() -> set[str]:
     """Every named route but the admin's (test_the_admin_is_for_staff covers those) and the
-    API operations the OpenAPI document lists (API covers those)."""
+    API operations the OpenAPI document lists (API covers those). The URLconf is loaded first:
+    it imports the modules that add their operations to the API."""
+    patterns = get_resolver().url_patterns
     described = {  # ninja names an operation's route by its function
         operation.view_func.__name__
         for _prefix, router in api._routers
@@ -376,7 +380,7 @@ def url_names() -> set[str]:
     }
     return {
         name
-        for name in _names(get_resolver().url_patterns)
+        for name in _names(patterns)
         if not name.startswith("admin:") and name.removeprefix("api:") not in described
     }
 
