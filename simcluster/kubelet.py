@@ -297,14 +297,24 @@ class Kubelet:
 
     # Control surface -------------------------------------------------------------------------
 
-    def kill(self, key: Key, container_name: str | None, now: float) -> list[str]:
-        """Kills running containers as an outside SIGKILL would: exit 137, reason Error."""
+    def _placed(
+        self, key: Key, now: float
+    ) -> tuple[dict[str, Any], PodRuntime | None, SimNode | None]:
+        """A pod brought up to `now`, its runtime here and its node (None where there is none);
+        404 for a pod that does not exist."""
         pod = self.ctx.store.get("pods", key)
         if pod is None:
             raise errors.not_found("pods", "", key[1])
         self.sync(key, now)
-        runtime = self.pods.get(pod["metadata"]["uid"])
-        node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        return (
+            pod,
+            self.pods.get(pod["metadata"]["uid"]),
+            self.nodes.get(pod["spec"].get("nodeName", "")),
+        )
+
+    def kill(self, key: Key, container_name: str | None, now: float) -> list[str]:
+        """Kills running containers as an outside SIGKILL would: exit 137, reason Error."""
+        _pod, runtime, node = self._placed(key, now)
         if runtime is None or node is None or not node.online:
             return []
         killed = []
@@ -324,12 +334,7 @@ class Kubelet:
         `status.reason: Evicted` and the node's words in `status.message`, a DisruptionTarget
         condition (TerminationByKubelet), and a Warning event Evicted. False when the pod has
         no running runtime here."""
-        pod = self.ctx.store.get("pods", key)
-        if pod is None:
-            raise errors.not_found("pods", "", key[1])
-        self.sync(key, now)
-        runtime = self.pods.get(pod["metadata"]["uid"])
-        node = self.nodes.get(pod["spec"].get("nodeName", ""))
+        pod, runtime, node = self._placed(key, now)
         if runtime is None or node is None or runtime.terminal_phase:
             return False
         for container in runtime.containers:
