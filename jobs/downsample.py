@@ -143,8 +143,8 @@ def thin_rows(rows: Sequence[Row], limit: int) -> list[int]:
     span at first and twice as wide each time the kept rows do not fit. Aligned slices nest,
     so a later compaction of the same history never undoes an earlier one's extremes, and the
     widest (one slice) keeps every series' global minimum and maximum even past `limit`.
-    Series reported in separate messages, more than `limit` rows of spread points in all, each
-    keep fewer: the rows' bound wins."""
+    Series reported in separate messages need rows of their own: up to SEPARATE_GROUPS such
+    groups each keep their points past `limit` (`spread`); beyond that each keeps fewer."""
     if len(rows) <= limit:
         return list(range(len(rows)))
     spread_rows = spread(rows, min(SERIES_POINTS, limit // 2), limit)
@@ -159,9 +159,16 @@ def thin_rows(rows: Sequence[Row], limit: int) -> list[int]:
         width *= 2
 
 
+# Groups of series reported in messages of their own (a workload posting its training, rollout
+# and evaluation metrics apart) whose points a thinned history keeps in full past its rows'
+# limit: at most SEPARATE_GROUPS * SERIES_POINTS rows, however many series names a run invents.
+SEPARATE_GROUPS = 16
+
+
 def spread(rows: Sequence[Row], count: int, limit: int) -> set[int]:
     """The rows holding `count` points of every series (all of a series with fewer), chosen by
-    `evenly`; `count` halves while they are more than `limit` rows."""
+    `evenly`; `count` halves while they are more than `limit` rows and more than
+    SEPARATE_GROUPS groups of `count` rows."""
     positions: dict[str, list[int]] = {}
     for index, (_, values) in enumerate(rows):
         for name in values:
@@ -171,7 +178,7 @@ def spread(rows: Sequence[Row], count: int, limit: int) -> set[int]:
         for found in positions.values():
             times = [rows[index][0] for index in found]
             kept.update(found[k] for k in evenly(times, count))
-        if len(kept) <= limit or count <= 1:
+        if len(kept) <= max(limit, SEPARATE_GROUPS * count) or count <= 1:
             return kept
         count //= 2
 

@@ -253,11 +253,13 @@ def _keep_latest_spells(job_id: int, run: int) -> None:
 
 def _thin_progress(old: QuerySet[Signal], job_id: int, run: int) -> None:
     """Over TRAINYARD_SIGNAL_PROGRESS_POINTS points in the run, the old ones are thinned to at
-    most half that many, keeping up to 2,000 points of every series spread over its time and
-    in each aligned slice of time its first point and the points holding the lowest and the
-    highest value of every series (step, step time, each metric: jobs.downsample.thin_rows),
-    so a spike or a dip outlives the compaction, the history keeps its shape over the whole
-    run, and a finished run keeps thousands of points of each series, however sparse."""
+    most half that many (more where series come in messages of their own: each group keeps its
+    points, jobs.downsample.spread), keeping up to 2,000 points of every series spread over its
+    time and in each aligned slice of time its first point and the points holding the lowest
+    and the highest value of every series (step, step time, each metric:
+    jobs.downsample.thin_rows), so a spike or a dip outlives the compaction, the history keeps
+    its shape over the whole run, and a finished run keeps thousands of points of each series,
+    however sparse."""
     limit = settings.TRAINYARD_SIGNAL_PROGRESS_POINTS
     if Signal.objects.filter(job_id=job_id, run=run, kind="progress").count() <= limit:
         return

@@ -8,7 +8,17 @@ from collections.abc import Callable
 
 import pytest
 
-from jobs.downsample import OVERVIEW_BUCKETS, Axis, Overview, Point, downsample, in_range, thin_rows
+from jobs.downsample import (
+    OVERVIEW_BUCKETS,
+    SEPARATE_GROUPS,
+    SERIES_POINTS,
+    Axis,
+    Overview,
+    Point,
+    downsample,
+    in_range,
+    thin_rows,
+)
 
 T0 = 1_796_000_000.0
 
@@ -149,3 +159,25 @@ def test_thinning_keeps_2000_points_of_a_sparse_series_and_of_a_bunched_one(
     assert len(kept) <= 4000
     for name in ("step", "loss", "sparse"):
         assert sum(1 for index in kept if name in rows[index][1]) >= 2000
+
+
+def test_thinning_keeps_2000_points_of_each_series_reported_in_messages_of_its_own() -> None:
+    """A workload that posts its training, rollout and evaluation metrics in separate messages:
+    each group needs rows of its own, so the history keeps more than the limit's rows rather
+    than fewer points of each (up to SEPARATE_GROUPS groups), and its extremes."""
+    chance = random.Random(11)
+    groups = ("train/loss", "rollout/reward", "eval/success")
+    rows = [(T0 + 2.4 * n, {groups[n % 3]: chance.random()}) for n in range(36_000)]
+    rows[999][1]["rollout/reward"] = 40.0
+    kept = thin_rows(rows, 4000)
+    for name in groups:
+        assert sum(1 for index in kept if name in rows[index][1]) >= 2000
+    assert 999 in kept and len(kept) <= 3 * 2000 + 4000
+
+
+def test_thinning_stays_bounded_however_many_series_a_run_reports_apart() -> None:
+    """A run inventing a series name per message cannot make its history grow without bound:
+    past SEPARATE_GROUPS groups, each keeps fewer points."""
+    rows = [(T0 + n, {f"metric{n % 100}": float(n)}) for n in range(100_000)]
+    kept = thin_rows(rows, 4000)
+    assert len(kept) <= SEPARATE_GROUPS * SERIES_POINTS
