@@ -15,6 +15,7 @@ from failures.models import Signature
 from jobs.choices import JobPhase, PodPhase
 from jobs.messages import Message, encode
 from jobs.models import Job, Task, WorkloadReport
+from tests.engine.test_kept_logs import _kept_in_tmp  # noqa: F401 (fixture)
 from workers.models import PodInstance, Worker
 
 NOW = datetime(2026, 12, 6, 3, 30, tzinfo=UTC)
@@ -23,17 +24,6 @@ HEAD_DEAD = (
     "2026-12-06T03:12:09.000000001Z ray.exceptions.RayActorError: The actor is dead because its "
     "worker process has died.\n"
 )
-
-
-@pytest.fixture(autouse=True)
-def _kept_in_tmp(settings: object, tmp_path: object) -> None:
-    settings.STORAGES = {  # type: ignore[attr-defined]
-        **settings.STORAGES,  # type: ignore[attr-defined]
-        "kept_logs": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path)},
-        },
-    }
 
 
 @pytest.fixture
